@@ -1,0 +1,20 @@
+# Every dependency is a Debian 12 package installed by scripts/setup.
+find_package(hwy REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(nlohmann_json REQUIRED)
+if(SEQATTN_SIMD_BACKEND STREQUAL "xsimd" OR SEQATTN_BUILD_BENCH OR SEQATTN_BUILD_TESTS)
+  # Debian's xsimd target names an `xtl` library that does not exist as a file; xtl is
+  # header-only, so find it first and point xsimd at its real target.
+  find_package(xtl REQUIRED)
+  find_package(xsimd REQUIRED)
+  set_target_properties(xsimd PROPERTIES INTERFACE_LINK_LIBRARIES xtl)
+endif()
+if(SEQATTN_BUILD_CLI)
+  find_package(CLI11 REQUIRED)
+endif()
+if(SEQATTN_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(SEQATTN_BUILD_BENCH)
+  find_package(benchmark REQUIRED)
+endif()

@@ -1,0 +1,47 @@
+// attend(): the single entry point over every attention variant.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "seqattn/options.hpp"
+#include "seqattn/tensor.hpp"
+
+namespace seqattn {
+
+// What ran, what it cost, and how long it took.
+struct RunRecord {
+  Variant variant = Variant::kDense;  // the variant that actually ran (never kAuto)
+  std::string reason;                 // why this variant (explicit, or the policy's decision)
+  double flops = 0;                   // the variant's own FLOP count (see docs/architecture.md)
+  double bytes = 0;                   // bytes of inputs read plus outputs written, at least once
+  double seconds = 0;                 // wall time of the kernel, excluding validation
+  int threads = 1;                    // threads used
+  std::string simd_target;            // e.g. "highway:AVX3", "xsimd:avx512f"
+};
+
+// out[b, h, i, :] = Σ_j softmax_j(q_i·k_j·scale + mask) v_j for the chosen variant.
+// Shapes: q [B, H_q, S_q, D], k [B, H_kv, S_k, D], v [B, H_kv, S_k, D_v], out [B, H_q, S_q, D_v],
+// with H_q a multiple of H_kv (GQA/MQA). Any strides, as long as out overlaps no input.
+// Throws Error (and leaves out untouched) on any bad argument.
+RunRecord attend(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                 const Tensor& out, const AttentionOptions& options = {});
+
+// Merges two partial results computed over disjoint key sets into the exact result over
+// their union: out = (e^{lse1} out1 + e^{lse2} out2) / (e^{lse1} + e^{lse2}), lse likewise.
+// out/lse may alias out1/lse1. lse views are [B, H, S, 1]. A row with lse = -inf (no visible
+// key) contributes nothing.
+void merge_partials(const ConstTensor& out1, const ConstTensor& lse1, const ConstTensor& out2,
+                    const ConstTensor& lse2, const Tensor& out, const Tensor& lse);
+
+// The SIMD target the runtime dispatches to on this CPU, e.g. "highway:AVX3".
+std::string simd_target();
+
+// Deterministic random matrices used when the caller gives none (reproducible from the seed
+// on every platform): FAVOR+'s [m, D] block-orthogonal Gaussian matrix with row norms drawn
+// from chi(D), and Linformer's [k, S] projection with N(0, 1/k) entries. Row-major, contiguous.
+std::vector<float> favor_random_matrix(std::int64_t m, std::int64_t d, std::uint64_t seed);
+std::vector<float> linformer_random_projection(std::int64_t k, std::int64_t s, std::uint64_t seed);
+
+}  // namespace seqattn

@@ -1,0 +1,96 @@
+// Options and variant specifications: what to compute, separate from running it.
+// A caller changes the algorithm by changing AttentionOptions::variant alone.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "seqattn/policy.hpp"
+#include "seqattn/tensor.hpp"
+
+namespace seqattn {
+
+enum class Variant { kDense, kSlidingWindow, kLinear, kLinformer, kAuto };
+
+// "dense", "sliding-window", "linear", "linformer", "auto".
+std::string_view to_string(Variant v);
+// Inverse of to_string; throws Error naming `argument` for an unknown name.
+Variant parse_variant(std::string_view name, std::string_view argument = "variant");
+
+// Exact softmax(Q Kᵀ·scale + mask) V, flash-style.
+struct DenseSpec {};
+
+// Exact softmax restricted to keys j in [i - left, i + right] (Longformer). Positions listed
+// in global_tokens attend to every key, and every query attends to them. right = 0 is causal.
+// Query i and key j are aligned at the end when S_q != S_k (query i sits at key position
+// i + S_k - S_q), the same convention as the causal mask.
+struct SlidingWindowSpec {
+  std::int64_t left = 256;
+  std::int64_t right = 256;
+  std::vector<std::int64_t> global_tokens;
+};
+
+enum class FeatureMap {
+  kElu1,   // φ(x) = elu(x) + 1
+  kRelu,   // φ(x) = relu(x) (denominator guarded by LinearSpec::epsilon)
+  kFavor,  // Performer FAVOR+: φ(x) = exp(w·x - |x|²/2) / √m, w orthogonal random features
+};
+std::string_view to_string(FeatureMap f);
+FeatureMap parse_feature_map(std::string_view name, std::string_view argument = "feature_map");
+
+// out_i = φ(q_i)ᵀ (Σ_j φ(k_j) v_jᵀ) / (φ(q_i)ᵀ Σ_j φ(k_j) + epsilon); causal restricts j <= i.
+// Queries and keys are scaled by scale^(1/2) each before φ, so that FAVOR+ approximates
+// softmax(Q Kᵀ·scale) V.
+struct LinearSpec {
+  FeatureMap feature_map = FeatureMap::kElu1;
+  std::int64_t num_features = 0;  // FAVOR+ m; 0 means m = D
+  std::uint64_t seed = 0;         // FAVOR+ random matrix seed (see favor_random_matrix)
+  float epsilon = 1e-6f;          // added to every denominator
+  // Optional caller-given FAVOR+ matrix [m, D]; when empty it is drawn from `seed`.
+  MatrixView<const float> favor_matrix{};
+};
+
+// Dense attention over K and V projected along the sequence: K' = E K, V' = F V with
+// E, F of shape [proj_len, S_k]. When E/F are empty they are drawn from `seed`
+// (see linformer_random_projection), N(0, 1/proj_len).
+struct LinformerSpec {
+  std::int64_t proj_len = 256;
+  std::uint64_t seed = 0;
+  MatrixView<const float> e{};
+  MatrixView<const float> f{};
+};
+
+// Picks one of the above from the sequence length through a SelectionPolicy.
+struct AutoSpec {
+  SelectionPolicy policy{};
+};
+
+using VariantSpec = std::variant<DenseSpec, SlidingWindowSpec, LinearSpec, LinformerSpec, AutoSpec>;
+Variant variant_of(const VariantSpec& spec);
+
+// Which keys each query may see. All parts combine: a key is visible when every part allows it.
+struct Mask {
+  bool causal = false;  // key j visible to query i iff j <= i + (S_k - S_q)
+  // Per-batch number of valid keys (padding mask); empty = all S_k keys valid.
+  std::vector<std::int64_t> key_lengths;
+  // Boolean mask [B or 1, H or 1, S_q, S_k]: nonzero = visible, 0 = hidden (the documents'
+  // `masked_fill(mask == 0, ...)`). Size-1 batch/head axes broadcast.
+  std::optional<TensorView<const std::uint8_t>> keep;
+  // Additive bias [B or 1, H or 1, S_q, S_k] added to the scaled scores (dense only).
+  std::optional<ConstTensor> bias;
+};
+
+struct AttentionOptions {
+  VariantSpec variant = DenseSpec{};
+  Mask mask;
+  std::optional<float> scale;      // default 1/√D
+  std::optional<Tensor> weights;   // optional output [B, H_q, S_q, S_k] (dense, sliding window)
+  std::optional<Tensor> lse;       // optional output [B, H_q, S_q, 1]: per-row log-sum-exp
+  int threads = 0;                 // 0 = all available cores
+};
+
+}  // namespace seqattn

@@ -1,0 +1,8 @@
+// Umbrella header: the whole public API. Includes only the C++ standard library.
+#pragma once
+
+#include "seqattn/attention.hpp"
+#include "seqattn/error.hpp"
+#include "seqattn/options.hpp"
+#include "seqattn/policy.hpp"
+#include "seqattn/tensor.hpp"

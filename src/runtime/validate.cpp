@@ -1,0 +1,188 @@
+#include "runtime/validate.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+#include <vector>
+
+namespace seqattn::detail {
+namespace {
+
+constexpr const char* kAxis[4] = {"batch", "heads", "seq", "dim"};
+
+std::string str(std::int64_t x) { return std::to_string(x); }
+
+void expect_extent(const std::string& name, int axis, std::int64_t actual, std::int64_t expected,
+                   const std::string& why) {
+  if (actual != expected) {
+    fail(name + ".shape[" + str(axis) + "] (" + kAxis[axis] + ")", str(expected) + " (" + why + ")",
+         str(actual));
+  }
+}
+
+// A mask or bias is [B or 1, H_q or 1, S_q, S_k]; size-1 batch/head axes broadcast.
+template <class T>
+ByteRange check_mask_like(const std::string& name, const TensorView<const T>& m,
+                          const Problem& p) {
+  ByteRange range = check_view(name, m.data, m.shape, m.strides, sizeof(T));
+  if (m.shape[0] != 1 && m.shape[0] != p.batch()) {
+    fail(name + ".shape[0] (batch)", "1 or " + str(p.batch()), str(m.shape[0]));
+  }
+  if (m.shape[1] != 1 && m.shape[1] != p.heads_q()) {
+    fail(name + ".shape[1] (heads)", "1 or H_q = " + str(p.heads_q()), str(m.shape[1]));
+  }
+  expect_extent(name, 2, m.shape[2], p.seq_q(), "S_q");
+  expect_extent(name, 3, m.shape[3], p.seq_k(), "S_k");
+  return range;
+}
+
+void check_output_disjoint(const std::string& name, const ByteRange& range,
+                           const std::vector<std::pair<std::string, ByteRange>>& others) {
+  for (const auto& [other, r] : others) {
+    if (range.overlaps(r)) {
+      fail(name, "memory disjoint from '" + other + "'", "overlapping address ranges",
+           "attention reads every input row for every output row, so it cannot run in place");
+    }
+  }
+}
+
+}  // namespace
+
+void fail(const std::string& argument, const std::string& expected, const std::string& actual,
+          const std::string& hint) {
+  throw Error(ErrorKind::kInvalidArgument, argument, expected, actual, hint);
+}
+
+std::string shape_text(const std::array<std::int64_t, 4>& shape) {
+  std::ostringstream s;
+  s << '[' << shape[0] << ", " << shape[1] << ", " << shape[2] << ", " << shape[3] << ']';
+  return s.str();
+}
+
+ByteRange check_view(const std::string& name, const void* data,
+                     const std::array<std::int64_t, 4>& shape,
+                     const std::array<std::int64_t, 4>& strides, std::size_t element_size) {
+  if (data == nullptr) fail(name + ".data", "a non-null pointer", "nullptr");
+  std::int64_t last_offset = 0;  // element offset of the last element
+  std::int64_t count = 1;
+  for (int a = 0; a < 4; ++a) {
+    if (shape[a] < 1) fail(name + ".shape[" + str(a) + "] (" + kAxis[a] + ")", ">= 1", str(shape[a]));
+    if (strides[a] < 0) {
+      fail(name + ".strides[" + str(a) + "]", ">= 0", str(strides[a]),
+           "negative strides are not supported; pass a view over the reversed data instead");
+    }
+    std::int64_t span = 0;
+    if (__builtin_mul_overflow(shape[a] - 1, strides[a], &span) ||
+        __builtin_add_overflow(last_offset, span, &last_offset) ||
+        __builtin_mul_overflow(count, shape[a], &count)) {
+      fail(name + ".shape", "a view whose size fits in 63 bits", shape_text(shape));
+    }
+  }
+  std::int64_t bytes = 0;
+  if (__builtin_mul_overflow(last_offset + 1, static_cast<std::int64_t>(element_size), &bytes) ||
+      __builtin_mul_overflow(count, static_cast<std::int64_t>(element_size), &count)) {
+    fail(name + ".shape", "a view whose size in bytes fits in 63 bits", shape_text(shape));
+  }
+  auto first = reinterpret_cast<std::uintptr_t>(data);
+  return {first, first + static_cast<std::uintptr_t>(bytes)};
+}
+
+void check_no_self_overlap(const std::string& name, const std::array<std::int64_t, 4>& shape,
+                           const std::array<std::int64_t, 4>& strides) {
+  // Sorted by stride, each axis must step past everything the smaller axes span.
+  std::array<int, 4> order{0, 1, 2, 3};
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return strides[a] < strides[b]; });
+  std::int64_t span = 1;  // elements covered by the axes seen so far
+  for (int a : order) {
+    if (shape[a] == 1) continue;
+    if (strides[a] < span) {
+      fail(name + ".strides[" + str(a) + "]", ">= " + str(span) + " so that output elements do not alias",
+           str(strides[a]));
+    }
+    span = strides[a] * shape[a];
+  }
+}
+
+Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                         const Tensor& out, const AttentionOptions& options) {
+  const ByteRange rq = check_view("q", q.data, q.shape, q.strides, sizeof(float));
+  const ByteRange rk = check_view("k", k.data, k.shape, k.strides, sizeof(float));
+  const ByteRange rv = check_view("v", v.data, v.shape, v.strides, sizeof(float));
+  const ByteRange ro = check_view("out", out.data, out.shape, out.strides, sizeof(float));
+
+  expect_extent("k", 0, k.shape[0], q.shape[0], "q's batch");
+  expect_extent("v", 0, v.shape[0], q.shape[0], "q's batch");
+  if (q.shape[1] % k.shape[1] != 0) {
+    fail("k.shape[1] (heads)", "a divisor of H_q = " + str(q.shape[1]), str(k.shape[1]),
+         "grouped-query attention needs H_q to be a multiple of H_kv");
+  }
+  expect_extent("v", 1, v.shape[1], k.shape[1], "k's heads");
+  expect_extent("v", 2, v.shape[2], k.shape[2], "k's seq");
+  expect_extent("k", 3, k.shape[3], q.shape[3], "q's head dim D");
+  const std::array<std::int64_t, 4> out_shape{q.shape[0], q.shape[1], q.shape[2], v.shape[3]};
+  if (out.shape != out_shape) {
+    fail("out.shape", shape_text(out_shape) + " = [B, H_q, S_q, D_v]", shape_text(out.shape));
+  }
+  check_no_self_overlap("out", out.shape, out.strides);
+  std::vector<std::pair<std::string, ByteRange>> inputs{{"q", rq}, {"k", rk}, {"v", rv}};
+
+  Problem p;
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.out = out;
+  p.mask = &options.mask;
+
+  const Mask& mask = options.mask;
+  if (!mask.key_lengths.empty()) {
+    if (static_cast<std::int64_t>(mask.key_lengths.size()) != p.batch()) {
+      fail("mask.key_lengths.size()", str(p.batch()) + " (one per batch)",
+           str(static_cast<std::int64_t>(mask.key_lengths.size())));
+    }
+    for (std::size_t b = 0; b < mask.key_lengths.size(); ++b) {
+      if (mask.key_lengths[b] < 0 || mask.key_lengths[b] > p.seq_k()) {
+        fail("mask.key_lengths[" + std::to_string(b) + "]", "in [0, S_k = " + str(p.seq_k()) + "]",
+             str(mask.key_lengths[b]));
+      }
+    }
+  }
+  if (mask.keep) inputs.emplace_back("mask.keep", check_mask_like("mask.keep", *mask.keep, p));
+  if (mask.bias) inputs.emplace_back("mask.bias", check_mask_like("mask.bias", *mask.bias, p));
+
+  if (options.scale) {
+    if (!std::isfinite(*options.scale)) fail("scale", "a finite number", std::to_string(*options.scale));
+    p.scale = *options.scale;
+  } else {
+    p.scale = 1.0f / std::sqrt(static_cast<float>(p.dim()));
+  }
+
+  check_output_disjoint("out", ro, inputs);
+  inputs.emplace_back("out", ro);
+  if (options.weights) {
+    const Tensor& w = *options.weights;
+    ByteRange rw = check_view("weights", w.data, w.shape, w.strides, sizeof(float));
+    const std::array<std::int64_t, 4> want{p.batch(), p.heads_q(), p.seq_q(), p.seq_k()};
+    if (w.shape != want) fail("weights.shape", shape_text(want) + " = [B, H_q, S_q, S_k]", shape_text(w.shape));
+    check_no_self_overlap("weights", w.shape, w.strides);
+    check_output_disjoint("weights", rw, inputs);
+    inputs.emplace_back("weights", rw);
+    p.weights = w;
+  }
+  if (options.lse) {
+    const Tensor& l = *options.lse;
+    ByteRange rl = check_view("lse", l.data, l.shape, l.strides, sizeof(float));
+    const std::array<std::int64_t, 4> want{p.batch(), p.heads_q(), p.seq_q(), 1};
+    if (l.shape != want) fail("lse.shape", shape_text(want) + " = [B, H_q, S_q, 1]", shape_text(l.shape));
+    check_no_self_overlap("lse", l.shape, l.strides);
+    check_output_disjoint("lse", rl, inputs);
+    p.lse = l;
+  }
+  if (options.threads < 0) fail("threads", ">= 0 (0 = all cores)", str(options.threads));
+  p.threads = options.threads == 0 ? omp_get_max_threads() : options.threads;
+  return p;
+}
+
+}  // namespace seqattn::detail

@@ -1,0 +1,236 @@
+#include "reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace seqattn::reference {
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+Result shaped(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v, bool with_weights) {
+  Result r;
+  r.batch = q.shape[0];
+  r.heads = q.shape[1];
+  r.seq_q = q.shape[2];
+  r.seq_k = k.shape[2];
+  r.dim_v = v.shape[3];
+  r.out.assign(static_cast<size_t>(r.batch * r.heads * r.seq_q * r.dim_v), 0.0);
+  if (with_weights) {
+    r.weights.assign(static_cast<size_t>(r.batch * r.heads * r.seq_q * r.seq_k), 0.0);
+    r.lse.assign(static_cast<size_t>(r.batch * r.heads * r.seq_q), kNegInf);
+  }
+  return r;
+}
+
+std::int64_t key_length(const Mask& mask, std::int64_t b, std::int64_t s_k) {
+  return mask.key_lengths.empty() ? s_k : mask.key_lengths[static_cast<size_t>(b)];
+}
+
+template <class T>
+T broadcast_at(const TensorView<const T>& m, std::int64_t b, std::int64_t h, std::int64_t i,
+               std::int64_t j) {
+  return m.at(m.shape[0] == 1 ? 0 : b, m.shape[1] == 1 ? 0 : h, i, j);
+}
+
+bool visible(const Mask& mask, std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j,
+             std::int64_t s_q, std::int64_t s_k) {
+  if (j >= key_length(mask, b, s_k)) return false;
+  if (mask.causal && j > i + s_k - s_q) return false;
+  if (mask.keep && broadcast_at(*mask.keep, b, h, i, j) == 0) return false;
+  return true;
+}
+
+double dot(const ConstTensor& a, std::int64_t ab, std::int64_t ah, std::int64_t ai,
+           const ConstTensor& c, std::int64_t cb, std::int64_t ch, std::int64_t cj) {
+  double s = 0;
+  for (std::int64_t d = 0; d < a.shape[3]; ++d) {
+    s += static_cast<double>(a.at(ab, ah, ai, d)) * static_cast<double>(c.at(cb, ch, cj, d));
+  }
+  return s;
+}
+
+}  // namespace
+
+Result dense(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v, const Mask& mask,
+             double scale, const Visibility& extra) {
+  Result r = shaped(q, k, v, true);
+  const std::int64_t group = q.shape[1] / k.shape[1];
+  std::vector<double> s(static_cast<size_t>(r.seq_k));
+  for (std::int64_t b = 0; b < r.batch; ++b) {
+    for (std::int64_t h = 0; h < r.heads; ++h) {
+      for (std::int64_t i = 0; i < r.seq_q; ++i) {
+        double mx = kNegInf;
+        for (std::int64_t j = 0; j < r.seq_k; ++j) {
+          s[j] = kNegInf;
+          if (!visible(mask, b, h, i, j, r.seq_q, r.seq_k)) continue;
+          if (extra && !extra(b, h, i, j)) continue;
+          s[j] = dot(q, b, h, i, k, b, h / group, j) * scale;
+          if (mask.bias) s[j] += broadcast_at(*mask.bias, b, h, i, j);
+          mx = std::max(mx, s[j]);
+        }
+        if (mx == kNegInf) continue;  // no visible key: zeros, lse = -inf
+        double sum = 0;
+        for (std::int64_t j = 0; j < r.seq_k; ++j) sum += std::exp(s[j] - mx);
+        const double lse = mx + std::log(sum);
+        r.lse[static_cast<size_t>((b * r.heads + h) * r.seq_q + i)] = lse;
+        for (std::int64_t j = 0; j < r.seq_k; ++j) {
+          const double w = std::exp(s[j] - lse);
+          r.weights[static_cast<size_t>(((b * r.heads + h) * r.seq_q + i) * r.seq_k + j)] = w;
+          for (std::int64_t d = 0; d < r.dim_v; ++d) {
+            r.out[static_cast<size_t>(((b * r.heads + h) * r.seq_q + i) * r.dim_v + d)] +=
+                w * v.at(b, h / group, j, d);
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
+Result sliding_window(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                      const SlidingWindowSpec& spec, const Mask& mask, double scale) {
+  const std::int64_t offset = k.shape[2] - q.shape[2];
+  auto is_global = [&](std::int64_t pos) {
+    return std::find(spec.global_tokens.begin(), spec.global_tokens.end(), pos) !=
+           spec.global_tokens.end();
+  };
+  auto band = [&](std::int64_t, std::int64_t, std::int64_t i, std::int64_t j) {
+    const std::int64_t pos = i + offset;
+    if (is_global(i) || is_global(j)) return true;
+    return j >= pos - spec.left && j <= pos + spec.right;
+  };
+  return dense(q, k, v, mask, scale, band);
+}
+
+namespace {
+
+// φ applied to one row x (already multiplied by √scale); returns m features.
+std::vector<double> features(const std::vector<double>& x, FeatureMap map,
+                             const std::vector<float>& w, std::int64_t m) {
+  const auto d = static_cast<std::int64_t>(x.size());
+  std::vector<double> f;
+  if (map == FeatureMap::kFavor) {
+    double sq = 0;
+    for (double t : x) sq += t * t;
+    f.resize(static_cast<size_t>(m));
+    for (std::int64_t r = 0; r < m; ++r) {
+      double wx = 0;
+      for (std::int64_t c = 0; c < d; ++c) wx += static_cast<double>(w[static_cast<size_t>(r * d + c)]) * x[c];
+      f[r] = std::exp(wx - 0.5 * sq) / std::sqrt(static_cast<double>(m));
+    }
+    return f;
+  }
+  f.resize(x.size());
+  for (size_t c = 0; c < x.size(); ++c) {
+    f[c] = map == FeatureMap::kElu1 ? (x[c] > 0 ? x[c] + 1.0 : std::exp(x[c]))
+                                    : std::max(x[c], 0.0);
+  }
+  return f;
+}
+
+std::vector<double> row(const ConstTensor& t, std::int64_t b, std::int64_t h, std::int64_t i,
+                        double mul) {
+  std::vector<double> x(static_cast<size_t>(t.shape[3]));
+  for (std::int64_t d = 0; d < t.shape[3]; ++d) x[d] = t.at(b, h, i, d) * mul;
+  return x;
+}
+
+}  // namespace
+
+Result linear(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+              FeatureMap feature_map, const std::vector<float>& favor_w, std::int64_t m,
+              double epsilon, const Mask& mask, double scale) {
+  Result r = shaped(q, k, v, false);
+  const std::int64_t group = q.shape[1] / k.shape[1];
+  const double root = std::sqrt(scale);
+  for (std::int64_t b = 0; b < r.batch; ++b) {
+    const std::int64_t len = key_length(mask, b, r.seq_k);
+    for (std::int64_t h = 0; h < r.heads; ++h) {
+      std::vector<std::vector<double>> phi_k;
+      for (std::int64_t j = 0; j < r.seq_k; ++j) {
+        phi_k.push_back(features(row(k, b, h / group, j, root), feature_map, favor_w, m));
+      }
+      for (std::int64_t i = 0; i < r.seq_q; ++i) {
+        const std::vector<double> phi_q = features(row(q, b, h, i, root), feature_map, favor_w, m);
+        std::vector<double> num(static_cast<size_t>(r.dim_v), 0.0);
+        double den = 0;
+        for (std::int64_t j = 0; j < len; ++j) {
+          if (mask.causal && j > i + r.seq_k - r.seq_q) break;
+          double a = 0;
+          for (size_t c = 0; c < phi_q.size(); ++c) a += phi_q[c] * phi_k[j][c];
+          den += a;
+          for (std::int64_t d = 0; d < r.dim_v; ++d) num[d] += a * v.at(b, h / group, j, d);
+        }
+        // The guard: elu1 and relu add epsilon to every denominator; FAVOR+ (whose kernel
+        // rescales features for range) returns zeros where the denominator is exactly 0.
+        const double g = feature_map == FeatureMap::kFavor ? den : den + epsilon;
+        for (std::int64_t d = 0; d < r.dim_v; ++d) {
+          r.out[static_cast<size_t>(((b * r.heads + h) * r.seq_q + i) * r.dim_v + d)] =
+              g > 0 ? num[d] / g : 0.0;
+        }
+      }
+    }
+  }
+  return r;
+}
+
+Result linformer(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                 const MatrixView<const float>& e, const MatrixView<const float>& f,
+                 const Mask& mask, double scale) {
+  const std::int64_t b_n = k.shape[0], h_n = k.shape[1], s_k = k.shape[2];
+  const std::int64_t p = e.rows, d_k = k.shape[3], d_v = v.shape[3];
+  std::vector<float> kp(static_cast<size_t>(b_n * h_n * p * d_k), 0.0f);
+  std::vector<float> vp(static_cast<size_t>(b_n * h_n * p * d_v), 0.0f);
+  for (std::int64_t b = 0; b < b_n; ++b) {
+    const std::int64_t len = key_length(mask, b, s_k);
+    for (std::int64_t h = 0; h < h_n; ++h) {
+      for (std::int64_t r = 0; r < p; ++r) {
+        for (std::int64_t d = 0; d < d_k; ++d) {
+          double s = 0;
+          for (std::int64_t j = 0; j < len; ++j) s += static_cast<double>(e.row(r)[j]) * k.at(b, h, j, d);
+          kp[static_cast<size_t>(((b * h_n + h) * p + r) * d_k + d)] = static_cast<float>(s);
+        }
+        for (std::int64_t d = 0; d < d_v; ++d) {
+          double s = 0;
+          for (std::int64_t j = 0; j < len; ++j) s += static_cast<double>(f.row(r)[j]) * v.at(b, h, j, d);
+          vp[static_cast<size_t>(((b * h_n + h) * p + r) * d_v + d)] = static_cast<float>(s);
+        }
+      }
+    }
+  }
+  // The projected keys are rounded to float above only to reuse the view type; the rounding
+  // (2^-24 relative) is far below the 1e-5 tolerance the tests use.
+  Mask none;
+  return dense(q, bhsd<const float>(kp.data(), b_n, h_n, p, d_k),
+               bhsd<const float>(vp.data(), b_n, h_n, p, d_v), none, scale);
+}
+
+double max_relative_error(const Tensor& actual, const Result& expected) {
+  double max_ref = 0, max_err = 0;
+  for (std::int64_t b = 0; b < expected.batch; ++b)
+    for (std::int64_t h = 0; h < expected.heads; ++h)
+      for (std::int64_t i = 0; i < expected.seq_q; ++i)
+        for (std::int64_t d = 0; d < expected.dim_v; ++d) {
+          const double ref = expected.out_at(b, h, i, d);
+          max_ref = std::max(max_ref, std::abs(ref));
+          const double err = std::abs(static_cast<double>(actual.at(b, h, i, d)) - ref);
+          max_err = std::isnan(err) ? std::numeric_limits<double>::infinity() : std::max(max_err, err);
+        }
+  return max_err / std::max(max_ref, 1e-30);
+}
+
+double max_relative_error(const std::vector<float>& actual, const std::vector<double>& expected) {
+  double max_ref = 0, max_err = 0;
+  const size_t n = std::min(actual.size(), expected.size());
+  for (size_t i = 0; i < n; ++i) {
+    max_ref = std::max(max_ref, std::abs(expected[i]));
+    const double err = std::abs(static_cast<double>(actual[i]) - expected[i]);
+    max_err = std::isnan(err) ? std::numeric_limits<double>::infinity() : std::max(max_err, err);
+  }
+  if (actual.size() != expected.size()) return std::numeric_limits<double>::infinity();
+  return max_err / std::max(max_ref, 1e-30);
+}
+
+}  // namespace seqattn::reference

@@ -1,0 +1,62 @@
+// Double-precision scalar reference implementations of every variant: straightforward loops
+// that follow the definitions in docs/architecture.md, used as the oracle by the tests and
+// never on the fast path. Outputs are contiguous [B, H_q, S_q, *] arrays of doubles.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "seqattn/options.hpp"
+#include "seqattn/tensor.hpp"
+
+namespace seqattn::reference {
+
+struct Result {
+  std::int64_t batch = 0, heads = 0, seq_q = 0, seq_k = 0, dim_v = 0;
+  std::vector<double> out;      // [B, H_q, S_q, D_v]
+  std::vector<double> weights;  // [B, H_q, S_q, S_k] (dense and sliding window only)
+  std::vector<double> lse;      // [B, H_q, S_q] (dense and sliding window only)
+
+  double out_at(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t d) const {
+    return out[static_cast<size_t>(((b * heads + h) * seq_q + i) * dim_v + d)];
+  }
+  double weight_at(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
+    return weights[static_cast<size_t>(((b * heads + h) * seq_q + i) * seq_k + j)];
+  }
+  double lse_at(std::int64_t b, std::int64_t h, std::int64_t i) const {
+    return lse[static_cast<size_t>((b * heads + h) * seq_q + i)];
+  }
+};
+
+// Extra visibility rule (b, h, i, j) -> visible, combined with the mask.
+using Visibility = std::function<bool(std::int64_t, std::int64_t, std::int64_t, std::int64_t)>;
+
+// softmax(q·kᵀ·scale + bias, restricted to visible keys)·v with every Mask part honoured.
+// A row with no visible key gives zeros, zero weights and lse = -inf.
+Result dense(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v, const Mask& mask,
+             double scale, const Visibility& extra = {});
+
+// Dense restricted to the band [i' - left, i' + right] (i' = i + S_k - S_q) plus global tokens.
+Result sliding_window(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                      const SlidingWindowSpec& spec, const Mask& mask, double scale);
+
+// Kernelised linear attention (see LinearSpec). favor_w is the [m, D] FAVOR+ matrix (row-major,
+// contiguous) and is ignored for the other feature maps. Honours key_lengths and causal.
+Result linear(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+              FeatureMap feature_map, const std::vector<float>& favor_w, std::int64_t m,
+              double epsilon, const Mask& mask, double scale);
+
+// Dense attention over K' = E·K and V' = F·V, E and F [proj_len, >= S_k] row-major
+// (first S_k columns used); keys past key_lengths are zeroed before projecting.
+Result linformer(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                 const MatrixView<const float>& e, const MatrixView<const float>& f,
+                 const Mask& mask, double scale);
+
+// Error metric used by every test: max_i |x_i - ref_i| / max(max_i |ref_i|, 1e-30), i.e. the
+// largest absolute error relative to the output's scale (not per element, which is
+// meaningless where the output crosses zero).
+double max_relative_error(const Tensor& actual, const Result& expected);
+double max_relative_error(const std::vector<float>& actual, const std::vector<double>& expected);
+
+}  // namespace seqattn::reference

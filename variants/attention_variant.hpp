@@ -1,0 +1,58 @@
+// The internal interface every attention algorithm implements. attend() validates the
+// common arguments, resolves the variant (explicit or by policy) and hands a Problem to the
+// variant; the variant checks what only it knows, then runs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "seqattn/options.hpp"
+#include "seqattn/tensor.hpp"
+
+namespace seqattn::detail {
+
+// A fully validated problem. Shapes are consistent, out overlaps no input, key lengths are
+// within [0, S_k], mask/bias broadcast correctly. Variants may rely on all of it.
+struct Problem {
+  ConstTensor q, k, v;
+  Tensor out;
+  const Mask* mask = nullptr;  // never null
+  float scale = 1.0f;
+  std::optional<Tensor> weights;
+  std::optional<Tensor> lse;
+  int threads = 1;
+
+  std::int64_t batch() const { return q.shape[0]; }
+  std::int64_t heads_q() const { return q.shape[1]; }
+  std::int64_t heads_kv() const { return k.shape[1]; }
+  std::int64_t seq_q() const { return q.shape[2]; }
+  std::int64_t seq_k() const { return k.shape[2]; }
+  std::int64_t dim() const { return q.shape[3]; }
+  std::int64_t dim_v() const { return v.shape[3]; }
+  std::int64_t group() const { return heads_q() / heads_kv(); }  // query heads per kv head
+  // Number of visible keys for batch b from the padding mask alone.
+  std::int64_t key_length(std::int64_t b) const {
+    return mask->key_lengths.empty() ? seq_k() : mask->key_lengths[static_cast<size_t>(b)];
+  }
+};
+
+struct Cost {
+  double flops = 0;
+  double bytes = 0;
+};
+
+class AttentionVariant {
+ public:
+  virtual ~AttentionVariant() = default;
+  virtual Variant id() const = 0;
+  // Throws Error(kUnsupported / kInvalidArgument / kNotImplemented) for options or parameters
+  // this variant cannot honour. Must not write to the problem's outputs.
+  virtual void check(const Problem& problem, const VariantSpec& spec) const = 0;
+  virtual Cost cost(const Problem& problem, const VariantSpec& spec) const = 0;
+  virtual void run(const Problem& problem, const VariantSpec& spec) const = 0;
+};
+
+// The variant implementing `id` (never kAuto). Variants are listed in variants/registry.cpp.
+const AttentionVariant& variant_for(Variant id);
+
+}  // namespace seqattn::detail

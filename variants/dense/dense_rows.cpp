@@ -1,0 +1,72 @@
+#include "variants/dense/dense_rows.hpp"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "variants/element_mask.hpp"
+
+namespace seqattn::detail {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// One output row: scores → stable softmax → weighted sum of V. A row with no visible key (or
+// only -inf biases) yields zeros, lse = -inf and zero weights.
+void attend_row(const Problem& p, const ElementMask& mask, std::int64_t b, std::int64_t h,
+                std::int64_t i, std::vector<float>& scores) {
+  const std::int64_t hk = h / p.group();
+  const std::int64_t len = p.key_length(b);
+  const float* q = p.q.ptr(b, h, i);
+  float max_score = kNegInf;
+  for (std::int64_t j = 0; j < p.seq_k(); ++j) {
+    float s = kNegInf;
+    if (mask.visible(b, h, i, j, len)) {
+      const float* k = p.k.ptr(b, hk, j);
+      float dot = 0;
+      for (std::int64_t d = 0; d < p.dim(); ++d) dot += q[d * p.q.strides[3]] * k[d * p.k.strides[3]];
+      s = dot * p.scale;
+      if (mask.has_bias()) s += mask.bias(b, h, i, j);
+    }
+    scores[static_cast<size_t>(j)] = s;
+    max_score = std::max(max_score, s);
+  }
+  float* out = p.out.ptr(b, h, i);
+  const bool empty = max_score == kNegInf;
+  float sum = 0;
+  for (std::int64_t j = 0; j < p.seq_k(); ++j) {
+    float& s = scores[static_cast<size_t>(j)];
+    s = empty ? 0.0f : std::exp(s - max_score);
+    sum += s;
+  }
+  const float inv = empty ? 0.0f : 1.0f / sum;
+  for (std::int64_t d = 0; d < p.dim_v(); ++d) out[d * p.out.strides[3]] = 0;
+  for (std::int64_t j = 0; j < p.seq_k(); ++j) {
+    const float w = scores[static_cast<size_t>(j)] * inv;
+    if (p.weights) p.weights->at(b, h, i, j) = w;
+    if (w == 0) continue;
+    const float* v = p.v.ptr(b, hk, j);
+    for (std::int64_t d = 0; d < p.dim_v(); ++d) out[d * p.out.strides[3]] += w * v[d * p.v.strides[3]];
+  }
+  if (p.lse) p.lse->at(b, h, i, 0) = empty ? kNegInf : max_score + std::log(sum);
+}
+
+}  // namespace
+
+void dense_rows_forward(const Problem& p) {
+  const ElementMask mask(p);
+  const std::int64_t rows = p.batch() * p.heads_q() * p.seq_q();
+#pragma omp parallel num_threads(p.threads)
+  {
+    std::vector<float> scores(static_cast<size_t>(p.seq_k()));
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t i = r % p.seq_q();
+      const std::int64_t h = (r / p.seq_q()) % p.heads_q();
+      const std::int64_t b = r / (p.seq_q() * p.heads_q());
+      attend_row(p, mask, b, h, i, scores);
+    }
+  }
+}
+
+}  // namespace seqattn::detail
