@@ -12,9 +12,16 @@ namespace seqattn::testing {
 enum class Layout { kBHSD, kBSHD };
 
 // Owns the memory behind a view. `pad` extra floats after each row make the view strided.
+// Move-only: a copy would keep a view into the original's storage.
 struct OwnedTensor {
   std::vector<float> storage;
   Tensor view;
+
+  OwnedTensor() = default;
+  OwnedTensor(OwnedTensor&&) = default;
+  OwnedTensor& operator=(OwnedTensor&&) = default;
+  OwnedTensor(const OwnedTensor&) = delete;
+  OwnedTensor& operator=(const OwnedTensor&) = delete;
 
   ConstTensor cview() const { return view; }
 };

@@ -1,0 +1,188 @@
+// Every bad argument raises seqattn::Error naming the argument, and leaves `out` untouched.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "seqattn/seqattn.hpp"
+#include "support/test_tensors.hpp"
+
+namespace seqattn {
+namespace {
+
+using testing::Layout;
+using testing::make_tensor;
+using testing::OwnedTensor;
+
+constexpr float kSentinel = 12345.0f;
+
+struct Case {
+  OwnedTensor q = make_tensor(2, 4, 5, 8, Layout::kBHSD, 1);
+  OwnedTensor k = make_tensor(2, 2, 6, 8, Layout::kBHSD, 2);
+  OwnedTensor v = make_tensor(2, 2, 6, 3, Layout::kBHSD, 3);
+  OwnedTensor out = make_tensor(2, 4, 5, 3, Layout::kBHSD, 4);
+  AttentionOptions options;
+
+  Case() { std::fill(out.storage.begin(), out.storage.end(), kSentinel); }
+};
+
+// Runs attend() expecting an Error whose message contains `argument_fragment` and
+// `actual_fragment`, and checks that not one output element changed.
+void expect_rejected(Case& c, const std::string& argument_fragment,
+                     const std::string& actual_fragment, ErrorKind kind = ErrorKind::kInvalidArgument) {
+  try {
+    attend(c.q.cview(), c.k.cview(), c.v.cview(), c.out.view, c.options);
+    ADD_FAILURE() << "no error for " << argument_fragment;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(argument_fragment), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(actual_fragment), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected"), std::string::npos) << e.what();
+  }
+  for (float x : c.out.storage) ASSERT_EQ(x, kSentinel) << "out was written before the error";
+}
+
+TEST(Validation, ValidCaseRuns) {
+  Case c;
+  EXPECT_NO_THROW(attend(c.q.cview(), c.k.cview(), c.v.cview(), c.out.view, c.options));
+  EXPECT_NE(c.out.storage[0], kSentinel);
+}
+
+TEST(Validation, NullData) {
+  Case c;
+  c.k.view.data = nullptr;
+  expect_rejected(c, "'k.data'", "nullptr");
+}
+
+TEST(Validation, ZeroAndNegativeSizes) {
+  Case c;
+  c.q.view.shape[2] = 0;
+  expect_rejected(c, "q.shape[2] (seq)", "got 0");
+  Case d;
+  d.v.view.shape[3] = -3;
+  expect_rejected(d, "v.shape[3] (dim)", "got -3");
+}
+
+TEST(Validation, NegativeStride) {
+  Case c;
+  c.q.view.strides[2] = -8;
+  expect_rejected(c, "q.strides[2]", "got -8");
+}
+
+TEST(Validation, BatchMismatch) {
+  Case c;
+  c.k.view.shape[0] = 1;
+  expect_rejected(c, "k.shape[0] (batch)", "got 1");
+}
+
+TEST(Validation, HeadsNotMultiple) {
+  Case c;
+  c.k = make_tensor(2, 3, 6, 8, Layout::kBHSD, 2);
+  c.v = make_tensor(2, 3, 6, 3, Layout::kBHSD, 3);
+  expect_rejected(c, "k.shape[1] (heads)", "got 3");
+}
+
+TEST(Validation, KeyValueMismatch) {
+  Case c;
+  c.v = make_tensor(2, 2, 7, 3, Layout::kBHSD, 3);
+  expect_rejected(c, "v.shape[2] (seq)", "got 7");
+  Case d;
+  d.k = make_tensor(2, 2, 6, 9, Layout::kBHSD, 2);
+  expect_rejected(d, "k.shape[3] (dim)", "got 9");
+}
+
+TEST(Validation, OutShape) {
+  Case c;
+  c.out.view.shape[3] = 8;  // D instead of D_v
+  expect_rejected(c, "out.shape", "[2, 4, 5, 8]");
+}
+
+TEST(Validation, OutOverlapsInput) {
+  Case c;
+  const std::vector<float> q_before = c.q.storage;
+  c.out.view = {c.q.storage.data(), {2, 4, 5, 3}, {160, 40, 8, 1}};  // out over q's memory
+  try {
+    attend(c.q.cview(), c.k.cview(), c.v.cview(), c.out.view, c.options);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'out'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'q'"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(c.q.storage, q_before);
+}
+
+TEST(Validation, OutAliasesItself) {
+  Case c;
+  c.out.view.strides[1] = 0;  // four heads written to the same place
+  expect_rejected(c, "out.strides[1]", "got 0");
+}
+
+TEST(Validation, SizeOverflow) {
+  Case c;
+  c.q.view.shape = {1LL << 40, 1LL << 40, 5, 8};
+  expect_rejected(c, "q.shape", "[1099511627776, 1099511627776, 5, 8]");
+}
+
+TEST(Validation, KeyLengths) {
+  Case c;
+  c.options.mask.key_lengths = {6};
+  expect_rejected(c, "mask.key_lengths.size()", "got 1");
+  Case d;
+  d.options.mask.key_lengths = {3, 7};
+  expect_rejected(d, "mask.key_lengths[1]", "got 7");
+  Case e;
+  e.options.mask.key_lengths = {-1, 3};
+  expect_rejected(e, "mask.key_lengths[0]", "got -1");
+}
+
+TEST(Validation, MaskAndBiasShapes) {
+  std::vector<std::uint8_t> keep(2 * 4 * 5 * 6, 1);
+  Case c;
+  c.options.mask.keep = TensorView<const std::uint8_t>{keep.data(), {2, 4, 5, 5}, {120, 30, 6, 1}};
+  expect_rejected(c, "mask.keep.shape[3] (dim)", "got 5");
+  Case d;
+  d.options.mask.keep = TensorView<const std::uint8_t>{keep.data(), {2, 3, 5, 6}, {120, 30, 6, 1}};
+  expect_rejected(d, "mask.keep.shape[1] (heads)", "got 3");
+  OwnedTensor bias = make_tensor(3, 1, 5, 6, Layout::kBHSD, 9);
+  Case e;
+  e.options.mask.bias = bias.cview();
+  expect_rejected(e, "mask.bias.shape[0] (batch)", "got 3");
+}
+
+TEST(Validation, WeightsAndLseShapes) {
+  OwnedTensor w = make_tensor(2, 4, 5, 5, Layout::kBHSD, 9);
+  Case c;
+  c.options.weights = w.view;
+  expect_rejected(c, "weights.shape", "[2, 4, 5, 5]");
+  OwnedTensor l = make_tensor(2, 4, 5, 2, Layout::kBHSD, 9);
+  Case d;
+  d.options.lse = l.view;
+  expect_rejected(d, "lse.shape", "[2, 4, 5, 2]");
+}
+
+TEST(Validation, ScaleAndThreads) {
+  Case c;
+  c.options.scale = std::numeric_limits<float>::quiet_NaN();
+  expect_rejected(c, "'scale'", "nan");
+  Case d;
+  d.options.threads = -2;
+  expect_rejected(d, "'threads'", "got -2");
+}
+
+TEST(Validation, UnknownNames) {
+  EXPECT_THROW(parse_variant("flash"), Error);
+  EXPECT_THROW(parse_feature_map("softmax"), Error);
+  EXPECT_EQ(parse_variant("sliding-window"), Variant::kSlidingWindow);
+  EXPECT_EQ(parse_feature_map("favor"), FeatureMap::kFavor);
+}
+
+TEST(Validation, MergePartialsShapes) {
+  OwnedTensor a = make_tensor(1, 2, 3, 4, Layout::kBHSD, 1);
+  OwnedTensor la = make_tensor(1, 2, 3, 1, Layout::kBHSD, 2);
+  OwnedTensor b = make_tensor(1, 2, 4, 4, Layout::kBHSD, 3);
+  EXPECT_THROW(merge_partials(a.cview(), la.cview(), b.cview(), la.cview(), a.view, la.view), Error);
+}
+
+}  // namespace
+}  // namespace seqattn
