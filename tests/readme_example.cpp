@@ -15,7 +15,8 @@ int main() {
                              seqattn::bshd<const float>(k.data(), B, S, H, D),
                              seqattn::bshd<const float>(v.data(), B, S, H, D),
                              seqattn::bshd(out.data(), B, S, H, D), opt);
-  std::printf("%s: %.2f ms, %.1f GFLOP/s on %s\n", std::string(seqattn::to_string(run.variant)).c_str(),
-              run.seconds * 1e3, run.flops / run.seconds * 1e-9, run.simd_target.c_str());
+  std::printf("%s: %.2f ms, %.1f GFLOP/s on %s\n",
+              std::string(seqattn::to_string(run.variant)).c_str(), run.seconds * 1e3,
+              run.flops / run.seconds * 1e-9, run.simd_target.c_str());
   return out[0] == 0.1f ? 0 : 1;  // every value is 0.1, so attention returns 0.1
 }

@@ -70,7 +70,7 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, DenseShapes,
     ::testing::Combine(::testing::Values(Shape{1, 1, 1, 1, 1, 1, 1}, Shape{1, 1, 1, 3, 3, 3, 3},
                                          Shape{2, 3, 3, 17, 17, 17, 5},
-                                         Shape{1, 2, 1, 80, 80, 80, 80},  // MQA
+                                         Shape{1, 2, 1, 80, 80, 80, 80},    // MQA
                                          Shape{2, 4, 2, 33, 65, 128, 128},  // GQA, cross
                                          Shape{1, 2, 2, 65, 20, 64, 32},    // S_q > S_k
                                          Shape{1, 1, 1, 130, 130, 1, 3}),
@@ -171,7 +171,8 @@ TEST(Dense, LseAndExactMergeOfKeyHalves) {
   const auto ref = reference::dense(in.q.cview(), in.k.cview(), in.v.cview(), Mask{}, 0.25);
   EXPECT_LE(reference::max_relative_error(o1.view, ref), kTolerance);
   for (std::int64_t h = 0; h < 4; ++h)
-    for (std::int64_t i = 0; i < 10; ++i) ASSERT_NEAR(l1.view.at(1, h, i, 0), ref.lse_at(1, h, i), 1e-5);
+    for (std::int64_t i = 0; i < 10; ++i)
+      ASSERT_NEAR(l1.view.at(1, h, i, 0), ref.lse_at(1, h, i), 1e-5);
 }
 
 TEST(Dense, RunRecordDescribesTheRun) {

@@ -21,7 +21,8 @@ constexpr W kWv = {{{1.0, 0.0}, {1.0, 1.0}}};
 std::array<float, 6> project(const W& w) {  // X @ W, as float [3, 2]
   std::array<float, 6> r{};
   for (int i = 0; i < 3; ++i)
-    for (int c = 0; c < 2; ++c) r[i * 2 + c] = static_cast<float>(kX[i][0] * w[0][c] + kX[i][1] * w[1][c]);
+    for (int c = 0; c < 2; ++c)
+      r[i * 2 + c] = static_cast<float>(kX[i][0] * w[0][c] + kX[i][1] * w[1][c]);
   return r;
 }
 
@@ -31,8 +32,9 @@ TEST(DocumentExample, WeightsAndOutputMatchTheNumpyWalkthrough) {
   std::array<float, 9> weights{};
   AttentionOptions options;
   options.weights = matrix(weights.data(), 3, 3);
-  const RunRecord rec = attend(matrix<const float>(q.data(), 3, 2), matrix<const float>(k.data(), 3, 2),
-                               matrix<const float>(v.data(), 3, 2), matrix(out.data(), 3, 2), options);
+  const RunRecord rec =
+      attend(matrix<const float>(q.data(), 3, 2), matrix<const float>(k.data(), 3, 2),
+             matrix<const float>(v.data(), 3, 2), matrix(out.data(), 3, 2), options);
   EXPECT_EQ(rec.variant, Variant::kDense);
 
   // The document's three steps, in double: scores = Q Kᵀ / √d_k, stable softmax, weights @ V.

@@ -58,8 +58,9 @@ TEST(Policy, AutoRunsTheSelectedVariantAndSaysWhy) {
   std::vector<float> x(64 * 8, 0.5f), out(64 * 8);
   AttentionOptions options;
   options.variant = AutoSpec{};
-  const RunRecord r = attend(matrix<const float>(x.data(), 64, 8), matrix<const float>(x.data(), 64, 8),
-                             matrix<const float>(x.data(), 64, 8), matrix(out.data(), 64, 8), options);
+  const RunRecord r =
+      attend(matrix<const float>(x.data(), 64, 8), matrix<const float>(x.data(), 64, 8),
+             matrix<const float>(x.data(), 64, 8), matrix(out.data(), 64, 8), options);
   EXPECT_EQ(r.variant, Variant::kDense);
   EXPECT_NE(r.reason.find("dense_max_seq=512"), std::string::npos) << r.reason;
 }

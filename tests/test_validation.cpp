@@ -30,7 +30,8 @@ struct Case {
 // Runs attend() expecting an Error whose message contains `argument_fragment` and
 // `actual_fragment`, and checks that not one output element changed.
 void expect_rejected(Case& c, const std::string& argument_fragment,
-                     const std::string& actual_fragment, ErrorKind kind = ErrorKind::kInvalidArgument) {
+                     const std::string& actual_fragment,
+                     ErrorKind kind = ErrorKind::kInvalidArgument) {
   try {
     attend(c.q.cview(), c.k.cview(), c.v.cview(), c.out.view, c.options);
     ADD_FAILURE() << "no error for " << argument_fragment;
@@ -181,7 +182,8 @@ TEST(Validation, MergePartialsShapes) {
   OwnedTensor a = make_tensor(1, 2, 3, 4, Layout::kBHSD, 1);
   OwnedTensor la = make_tensor(1, 2, 3, 1, Layout::kBHSD, 2);
   OwnedTensor b = make_tensor(1, 2, 4, 4, Layout::kBHSD, 3);
-  EXPECT_THROW(merge_partials(a.cview(), la.cview(), b.cview(), la.cview(), a.view, la.view), Error);
+  EXPECT_THROW(merge_partials(a.cview(), la.cview(), b.cview(), la.cview(), a.view, la.view),
+               Error);
 }
 
 }  // namespace

@@ -87,10 +87,10 @@ struct Mask {
 struct AttentionOptions {
   VariantSpec variant = DenseSpec{};
   Mask mask;
-  std::optional<float> scale;      // default 1/√D
-  std::optional<Tensor> weights;   // optional output [B, H_q, S_q, S_k] (dense, sliding window)
-  std::optional<Tensor> lse;       // optional output [B, H_q, S_q, 1]: per-row log-sum-exp
-  int threads = 0;                 // 0 = all available cores
+  std::optional<float> scale;     // default 1/√D
+  std::optional<Tensor> weights;  // optional output [B, H_q, S_q, S_k] (dense, sliding window)
+  std::optional<Tensor> lse;      // optional output [B, H_q, S_q, 1]: per-row log-sum-exp
+  int threads = 0;                // 0 = all available cores
 };
 
 }  // namespace seqattn

@@ -24,7 +24,8 @@ Resolved resolve(const VariantSpec& requested, const detail::Problem& p) {
   const SelectionPolicy& policy = automatic->policy;
   Selection sel = select_variant(policy, p.seq_k());
   switch (sel.variant) {
-    case Variant::kDense: return {DenseSpec{}, sel.reason};
+    case Variant::kDense:
+      return {DenseSpec{}, sel.reason};
     case Variant::kSlidingWindow:
       return {SlidingWindowSpec{policy.window, policy.window, {}}, sel.reason};
     case Variant::kLinear: {
@@ -33,10 +34,11 @@ Resolved resolve(const VariantSpec& requested, const detail::Problem& p) {
       spec.num_features = policy.num_features;
       return {spec, sel.reason};
     }
-    default: break;
+    default:
+      break;
   }
-  throw Error(ErrorKind::kInvalidArgument, "policy", "a decision of dense, sliding-window or linear",
-              std::string(to_string(sel.variant)));
+  throw Error(ErrorKind::kInvalidArgument, "policy",
+              "a decision of dense, sliding-window or linear", std::string(to_string(sel.variant)));
 }
 
 }  // namespace

@@ -7,10 +7,14 @@ namespace {
 
 const char* kind_text(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::kInvalidArgument: return "invalid argument";
-    case ErrorKind::kUnsupported: return "unsupported option";
-    case ErrorKind::kNotImplemented: return "not implemented yet";
-    case ErrorKind::kIo: return "I/O error";
+    case ErrorKind::kInvalidArgument:
+      return "invalid argument";
+    case ErrorKind::kUnsupported:
+      return "unsupported option";
+    case ErrorKind::kNotImplemented:
+      return "not implemented yet";
+    case ErrorKind::kIo:
+      return "I/O error";
   }
   return "error";
 }

@@ -8,18 +8,23 @@ namespace seqattn {
 
 std::string_view to_string(Variant v) {
   switch (v) {
-    case Variant::kDense: return "dense";
-    case Variant::kSlidingWindow: return "sliding-window";
-    case Variant::kLinear: return "linear";
-    case Variant::kLinformer: return "linformer";
-    case Variant::kAuto: return "auto";
+    case Variant::kDense:
+      return "dense";
+    case Variant::kSlidingWindow:
+      return "sliding-window";
+    case Variant::kLinear:
+      return "linear";
+    case Variant::kLinformer:
+      return "linformer";
+    case Variant::kAuto:
+      return "auto";
   }
   return "unknown";
 }
 
 Variant parse_variant(std::string_view name, std::string_view argument) {
-  for (Variant v : {Variant::kDense, Variant::kSlidingWindow, Variant::kLinear,
-                    Variant::kLinformer, Variant::kAuto}) {
+  for (Variant v : {Variant::kDense, Variant::kSlidingWindow, Variant::kLinear, Variant::kLinformer,
+                    Variant::kAuto}) {
     if (name == to_string(v)) return v;
   }
   throw Error(ErrorKind::kInvalidArgument, std::string(argument),
@@ -29,9 +34,12 @@ Variant parse_variant(std::string_view name, std::string_view argument) {
 
 std::string_view to_string(FeatureMap f) {
   switch (f) {
-    case FeatureMap::kElu1: return "elu1";
-    case FeatureMap::kRelu: return "relu";
-    case FeatureMap::kFavor: return "favor";
+    case FeatureMap::kElu1:
+      return "elu1";
+    case FeatureMap::kRelu:
+      return "relu";
+    case FeatureMap::kFavor:
+      return "favor";
   }
   return "unknown";
 }
@@ -50,10 +58,13 @@ Variant variant_of(const VariantSpec& spec) {
 
 }  // namespace seqattn
 
-static_assert(std::is_same_v<std::variant_alternative_t<0, seqattn::VariantSpec>, seqattn::DenseSpec>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<0, seqattn::VariantSpec>, seqattn::DenseSpec>);
 static_assert(std::is_same_v<std::variant_alternative_t<1, seqattn::VariantSpec>,
                              seqattn::SlidingWindowSpec>);
-static_assert(std::is_same_v<std::variant_alternative_t<2, seqattn::VariantSpec>, seqattn::LinearSpec>);
-static_assert(std::is_same_v<std::variant_alternative_t<3, seqattn::VariantSpec>,
-                             seqattn::LinformerSpec>);
-static_assert(std::is_same_v<std::variant_alternative_t<4, seqattn::VariantSpec>, seqattn::AutoSpec>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<2, seqattn::VariantSpec>, seqattn::LinearSpec>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<3, seqattn::VariantSpec>, seqattn::LinformerSpec>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<4, seqattn::VariantSpec>, seqattn::AutoSpec>);

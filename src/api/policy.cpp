@@ -12,17 +12,20 @@ namespace {
 
 void check_policy(const SelectionPolicy& p, const std::string& where) {
   if (p.dense_max_seq < 0) {
-    throw Error(ErrorKind::kInvalidArgument, where + "dense_max_seq", ">= 0", std::to_string(p.dense_max_seq));
+    throw Error(ErrorKind::kInvalidArgument, where + "dense_max_seq", ">= 0",
+                std::to_string(p.dense_max_seq));
   }
   if (p.sparse_max_seq < p.dense_max_seq) {
     throw Error(ErrorKind::kInvalidArgument, where + "sparse_max_seq",
-                ">= dense_max_seq = " + std::to_string(p.dense_max_seq), std::to_string(p.sparse_max_seq));
+                ">= dense_max_seq = " + std::to_string(p.dense_max_seq),
+                std::to_string(p.sparse_max_seq));
   }
   if (p.window < 1) {
     throw Error(ErrorKind::kInvalidArgument, where + "window", ">= 1", std::to_string(p.window));
   }
   if (p.num_features < 0) {
-    throw Error(ErrorKind::kInvalidArgument, where + "num_features", ">= 0", std::to_string(p.num_features));
+    throw Error(ErrorKind::kInvalidArgument, where + "num_features", ">= 0",
+                std::to_string(p.num_features));
   }
   parse_feature_map(p.feature_map, where + "feature_map");
 }
@@ -45,20 +48,24 @@ Selection select_variant(const SelectionPolicy& policy, std::int64_t seq_k) {
 
 SelectionPolicy SelectionPolicy::load_json(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw Error(ErrorKind::kIo, "profile", "a readable JSON file", "'" + path + "' cannot be opened");
+  if (!in)
+    throw Error(ErrorKind::kIo, "profile", "a readable JSON file",
+                "'" + path + "' cannot be opened");
   nlohmann::json j;
   try {
     in >> j;
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorKind::kIo, "profile", "valid JSON", "'" + path + "': " + e.what());
   }
-  if (!j.is_object()) throw Error(ErrorKind::kInvalidArgument, "profile", "a JSON object", j.type_name());
+  if (!j.is_object())
+    throw Error(ErrorKind::kInvalidArgument, "profile", "a JSON object", j.type_name());
   SelectionPolicy p;
   const nlohmann::json& policy = j.contains("policy") ? j.at("policy") : j;
   auto read_int = [&](const char* key, std::int64_t& field) {
     if (!policy.contains(key)) return;
     if (!policy.at(key).is_number_integer()) {
-      throw Error(ErrorKind::kInvalidArgument, path + ": " + key, "an integer", policy.at(key).dump());
+      throw Error(ErrorKind::kInvalidArgument, path + ": " + key, "an integer",
+                  policy.at(key).dump());
     }
     field = policy.at(key).get<std::int64_t>();
   };
@@ -68,7 +75,8 @@ SelectionPolicy SelectionPolicy::load_json(const std::string& path) {
   read_int("num_features", p.num_features);
   if (policy.contains("feature_map")) {
     if (!policy.at("feature_map").is_string()) {
-      throw Error(ErrorKind::kInvalidArgument, path + ": feature_map", "a string", policy.at("feature_map").dump());
+      throw Error(ErrorKind::kInvalidArgument, path + ": feature_map", "a string",
+                  policy.at("feature_map").dump());
     }
     p.feature_map = policy.at("feature_map").get<std::string>();
   }
@@ -78,8 +86,11 @@ SelectionPolicy SelectionPolicy::load_json(const std::string& path) {
 }
 
 void SelectionPolicy::save_json(const std::string& path) const {
-  nlohmann::json j = {{"dense_max_seq", dense_max_seq}, {"sparse_max_seq", sparse_max_seq},
-                      {"window", window}, {"feature_map", feature_map}, {"num_features", num_features}};
+  nlohmann::json j = {{"dense_max_seq", dense_max_seq},
+                      {"sparse_max_seq", sparse_max_seq},
+                      {"window", window},
+                      {"feature_map", feature_map},
+                      {"num_features", num_features}};
   std::ofstream out(path);
   if (!out) throw Error(ErrorKind::kIo, "profile", "a writable path", "'" + path + "'");
   out << j.dump(2) << '\n';

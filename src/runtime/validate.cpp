@@ -25,8 +25,7 @@ void expect_extent(const std::string& name, int axis, std::int64_t actual, std::
 
 // A mask or bias is [B or 1, H_q or 1, S_q, S_k]; size-1 batch/head axes broadcast.
 template <class T>
-ByteRange check_mask_like(const std::string& name, const TensorView<const T>& m,
-                          const Problem& p) {
+ByteRange check_mask_like(const std::string& name, const TensorView<const T>& m, const Problem& p) {
   ByteRange range = check_view(name, m.data, m.shape, m.strides, sizeof(T));
   if (m.shape[0] != 1 && m.shape[0] != p.batch()) {
     fail(name + ".shape[0] (batch)", "1 or " + str(p.batch()), str(m.shape[0]));
@@ -69,7 +68,8 @@ ByteRange check_view(const std::string& name, const void* data,
   std::int64_t last_offset = 0;  // element offset of the last element
   std::int64_t count = 1;
   for (int a = 0; a < 4; ++a) {
-    if (shape[a] < 1) fail(name + ".shape[" + str(a) + "] (" + kAxis[a] + ")", ">= 1", str(shape[a]));
+    if (shape[a] < 1)
+      fail(name + ".shape[" + str(a) + "] (" + kAxis[a] + ")", ">= 1", str(shape[a]));
     if (strides[a] < 0) {
       fail(name + ".strides[" + str(a) + "]", ">= 0", str(strides[a]),
            "negative strides are not supported; pass a view over the reversed data instead");
@@ -99,8 +99,8 @@ void check_no_self_overlap(const std::string& name, const std::array<std::int64_
   for (int a : order) {
     if (shape[a] == 1) continue;
     if (strides[a] < span) {
-      fail(name + ".strides[" + str(a) + "]", ">= " + str(span) + " so that output elements do not alias",
-           str(strides[a]));
+      fail(name + ".strides[" + str(a) + "]",
+           ">= " + str(span) + " so that output elements do not alias", str(strides[a]));
     }
     span = strides[a] * shape[a];
   }
@@ -153,7 +153,8 @@ Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const Const
   if (mask.bias) inputs.emplace_back("mask.bias", check_mask_like("mask.bias", *mask.bias, p));
 
   if (options.scale) {
-    if (!std::isfinite(*options.scale)) fail("scale", "a finite number", std::to_string(*options.scale));
+    if (!std::isfinite(*options.scale))
+      fail("scale", "a finite number", std::to_string(*options.scale));
     p.scale = *options.scale;
   } else {
     p.scale = 1.0f / std::sqrt(static_cast<float>(p.dim()));
@@ -165,7 +166,8 @@ Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const Const
     const Tensor& w = *options.weights;
     ByteRange rw = check_view("weights", w.data, w.shape, w.strides, sizeof(float));
     const std::array<std::int64_t, 4> want{p.batch(), p.heads_q(), p.seq_q(), p.seq_k()};
-    if (w.shape != want) fail("weights.shape", shape_text(want) + " = [B, H_q, S_q, S_k]", shape_text(w.shape));
+    if (w.shape != want)
+      fail("weights.shape", shape_text(want) + " = [B, H_q, S_q, S_k]", shape_text(w.shape));
     check_no_self_overlap("weights", w.shape, w.strides);
     check_output_disjoint("weights", rw, inputs);
     inputs.emplace_back("weights", rw);
@@ -175,7 +177,8 @@ Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const Const
     const Tensor& l = *options.lse;
     ByteRange rl = check_view("lse", l.data, l.shape, l.strides, sizeof(float));
     const std::array<std::int64_t, 4> want{p.batch(), p.heads_q(), p.seq_q(), 1};
-    if (l.shape != want) fail("lse.shape", shape_text(want) + " = [B, H_q, S_q, 1]", shape_text(l.shape));
+    if (l.shape != want)
+      fail("lse.shape", shape_text(want) + " = [B, H_q, S_q, 1]", shape_text(l.shape));
     check_no_self_overlap("lse", l.shape, l.strides);
     check_output_disjoint("lse", rl, inputs);
     p.lse = l;

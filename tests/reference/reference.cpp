@@ -117,15 +117,16 @@ std::vector<double> features(const std::vector<double>& x, FeatureMap map,
     f.resize(static_cast<size_t>(m));
     for (std::int64_t r = 0; r < m; ++r) {
       double wx = 0;
-      for (std::int64_t c = 0; c < d; ++c) wx += static_cast<double>(w[static_cast<size_t>(r * d + c)]) * x[c];
+      for (std::int64_t c = 0; c < d; ++c)
+        wx += static_cast<double>(w[static_cast<size_t>(r * d + c)]) * x[c];
       f[r] = std::exp(wx - 0.5 * sq) / std::sqrt(static_cast<double>(m));
     }
     return f;
   }
   f.resize(x.size());
   for (size_t c = 0; c < x.size(); ++c) {
-    f[c] = map == FeatureMap::kElu1 ? (x[c] > 0 ? x[c] + 1.0 : std::exp(x[c]))
-                                    : std::max(x[c], 0.0);
+    f[c] =
+        map == FeatureMap::kElu1 ? (x[c] > 0 ? x[c] + 1.0 : std::exp(x[c])) : std::max(x[c], 0.0);
   }
   return f;
 }
@@ -189,12 +190,14 @@ Result linformer(const ConstTensor& q, const ConstTensor& k, const ConstTensor& 
       for (std::int64_t r = 0; r < p; ++r) {
         for (std::int64_t d = 0; d < d_k; ++d) {
           double s = 0;
-          for (std::int64_t j = 0; j < len; ++j) s += static_cast<double>(e.row(r)[j]) * k.at(b, h, j, d);
+          for (std::int64_t j = 0; j < len; ++j)
+            s += static_cast<double>(e.row(r)[j]) * k.at(b, h, j, d);
           kp[static_cast<size_t>(((b * h_n + h) * p + r) * d_k + d)] = static_cast<float>(s);
         }
         for (std::int64_t d = 0; d < d_v; ++d) {
           double s = 0;
-          for (std::int64_t j = 0; j < len; ++j) s += static_cast<double>(f.row(r)[j]) * v.at(b, h, j, d);
+          for (std::int64_t j = 0; j < len; ++j)
+            s += static_cast<double>(f.row(r)[j]) * v.at(b, h, j, d);
           vp[static_cast<size_t>(((b * h_n + h) * p + r) * d_v + d)] = static_cast<float>(s);
         }
       }
@@ -216,7 +219,8 @@ double max_relative_error(const Tensor& actual, const Result& expected) {
           const double ref = expected.out_at(b, h, i, d);
           max_ref = std::max(max_ref, std::abs(ref));
           const double err = std::abs(static_cast<double>(actual.at(b, h, i, d)) - ref);
-          max_err = std::isnan(err) ? std::numeric_limits<double>::infinity() : std::max(max_err, err);
+          max_err =
+              std::isnan(err) ? std::numeric_limits<double>::infinity() : std::max(max_err, err);
         }
   return max_err / std::max(max_ref, 1e-30);
 }

@@ -24,7 +24,8 @@ void attend_row(const Problem& p, const ElementMask& mask, std::int64_t b, std::
     if (mask.visible(b, h, i, j, len)) {
       const float* k = p.k.ptr(b, hk, j);
       float dot = 0;
-      for (std::int64_t d = 0; d < p.dim(); ++d) dot += q[d * p.q.strides[3]] * k[d * p.k.strides[3]];
+      for (std::int64_t d = 0; d < p.dim(); ++d)
+        dot += q[d * p.q.strides[3]] * k[d * p.k.strides[3]];
       s = dot * p.scale;
       if (mask.has_bias()) s += mask.bias(b, h, i, j);
     }
@@ -46,7 +47,8 @@ void attend_row(const Problem& p, const ElementMask& mask, std::int64_t b, std::
     if (p.weights) p.weights->at(b, h, i, j) = w;
     if (w == 0) continue;
     const float* v = p.v.ptr(b, hk, j);
-    for (std::int64_t d = 0; d < p.dim_v(); ++d) out[d * p.out.strides[3]] += w * v[d * p.v.strides[3]];
+    for (std::int64_t d = 0; d < p.dim_v(); ++d)
+      out[d * p.out.strides[3]] += w * v[d * p.v.strides[3]];
   }
   if (p.lse) p.lse->at(b, h, i, 0) = empty ? kNegInf : max_score + std::log(sum);
 }

@@ -22,9 +22,11 @@ class DenseVariant final : public AttentionVariant {
     if (p.mask->causal) pairs *= 0.5;
     Cost c;
     c.flops = pairs * 2.0 * static_cast<double>(p.dim() + p.dim_v());
-    c.bytes = 4.0 * (static_cast<double>(p.batch()) * p.heads_q() * p.seq_q() * (p.dim() + p.dim_v()) +
-                     static_cast<double>(p.batch()) * p.heads_kv() * p.seq_k() * (p.dim() + p.dim_v()));
-    if (p.weights) c.bytes += 4.0 * static_cast<double>(p.batch()) * p.heads_q() * p.seq_q() * p.seq_k();
+    c.bytes =
+        4.0 * (static_cast<double>(p.batch()) * p.heads_q() * p.seq_q() * (p.dim() + p.dim_v()) +
+               static_cast<double>(p.batch()) * p.heads_kv() * p.seq_k() * (p.dim() + p.dim_v()));
+    if (p.weights)
+      c.bytes += 4.0 * static_cast<double>(p.batch()) * p.heads_q() * p.seq_q() * p.seq_k();
     return c;
   }
 
