@@ -42,21 +42,27 @@ enum class FeatureMap {
 std::string_view to_string(FeatureMap f);
 FeatureMap parse_feature_map(std::string_view name, std::string_view argument = "feature_map");
 
-// out_i = φ(q_i)ᵀ (Σ_j φ(k_j) v_jᵀ) / (φ(q_i)ᵀ Σ_j φ(k_j) + epsilon); causal restricts j <= i.
+// out_i = φ(q_i)ᵀ (Σ_j φ(k_j) v_jᵀ) / g_i over the visible keys j (causal: j <= i + S_k - S_q;
+// keys past key_lengths are invisible). The guard g_i: elu1 and relu add epsilon to the
+// denominator φ(q_i)ᵀ Σ_j φ(k_j); FAVOR+ adds nothing (its kernel rescales the features by
+// stabilisers that cancel in the ratio, so an additive epsilon would not be scale-invariant).
+// A row whose g_i is 0 (no visible key, or epsilon = 0 with all-zero features) is zeros.
 // Queries and keys are scaled by scale^(1/2) each before φ, so that FAVOR+ approximates
-// softmax(Q Kᵀ·scale) V.
+// softmax(Q Kᵀ·scale) V. The recurrent form is LinearAttentionState (linear_state.hpp).
 struct LinearSpec {
   FeatureMap feature_map = FeatureMap::kElu1;
-  std::int64_t num_features = 0;  // FAVOR+ m; 0 means m = D
+  std::int64_t num_features = 0;  // FAVOR+ m; 0 means m = D (elu1/relu: 0 or D)
   std::uint64_t seed = 0;         // FAVOR+ random matrix seed (see favor_random_matrix)
-  float epsilon = 1e-6f;          // added to every denominator
+  float epsilon = 1e-6f;          // elu1/relu denominator guard (finite, >= 0)
   // Optional caller-given FAVOR+ matrix [m, D]; when empty it is drawn from `seed`.
   MatrixView<const float> favor_matrix{};
 };
 
 // Dense attention over K and V projected along the sequence: K' = E K, V' = F V with
-// E, F of shape [proj_len, S_k]. When E/F are empty they are drawn from `seed`
-// (see linformer_random_projection), N(0, 1/proj_len).
+// E, F of shape [proj_len, >= S_k] (the first S_k columns are used; keys past key_lengths are
+// zeroed before projecting). An empty E is linformer_random_projection(proj_len, S_k, seed)
+// and an empty F the same with seed + 1, N(0, 1/proj_len). causal, mask.keep, mask.bias and
+// weights are unsupported (they are defined over S_k keys); lse is that of the projected rows.
 struct LinformerSpec {
   std::int64_t proj_len = 256;
   std::uint64_t seed = 0;

@@ -3,6 +3,8 @@
 
 #include "seqattn/attention.hpp"
 #include "seqattn/error.hpp"
+#include "seqattn/linear_state.hpp"
+#include "seqattn/mha.hpp"
 #include "seqattn/options.hpp"
 #include "seqattn/policy.hpp"
 #include "seqattn/tensor.hpp"

@@ -1,11 +1,201 @@
-// Declared in the interface; the kernel is not built yet.
-#include "variants/not_built_variant.hpp"
+// Linformer: K' = E·K and V' = F·V along the sequence (E, F [proj_len, >= S_k]), then exact
+// dense attention over the proj_len projected keys through the dense variant's own kernel.
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <variant>
+#include <vector>
+
+#include "gemm/gemm.hpp"
+#include "runtime/validate.hpp"
+#include "seqattn/attention.hpp"
 #include "variants/registry.hpp"
 
 namespace seqattn::detail {
+namespace {
+
+// Keeps the drawn matrices bounded: proj_len × S_k floats each.
+constexpr std::int64_t kMaxProjLen = 1 << 20;
+constexpr double kMinParallelFlops = 1 << 20;
+
+std::string str(std::int64_t x) { return std::to_string(x); }
+
+[[noreturn]] void unsupported(const std::string& option, const std::string& why) {
+  throw Error(
+      ErrorKind::kUnsupported, option, "an option variant 'linformer' can honour",
+      option + " is set",
+      "variant 'linformer' cannot honour option '" + option + "': " + why + "; use variant=dense");
+}
+
+bool given(const MatrixView<const float>& m) {
+  return m.data != nullptr || m.rows != 0 || m.cols != 0;
+}
+
+void check_projection(const std::string& name, const MatrixView<const float>& m,
+                      std::int64_t proj_len, std::int64_t seq_k) {
+  if (m.data == nullptr) fail(name + ".data", "a non-null pointer", "nullptr");
+  if (m.rows != proj_len) fail(name + ".rows", str(proj_len) + " (spec.proj_len)", str(m.rows));
+  if (m.cols < seq_k) {
+    fail(name + ".cols", ">= S_k = " + str(seq_k), str(m.cols),
+         "the projection needs one column per key position");
+  }
+  if (m.row_stride < m.cols)
+    fail(name + ".row_stride", ">= cols = " + str(m.cols), str(m.row_stride));
+}
+
+// Drawing a projection costs proj_len·S_k Gaussians (more than the attention itself at
+// proj_len = 256), and callers repeat shapes, so the last E and F drawn are kept: a
+// process-wide two-entry cache keyed by (proj_len, S_k, seed), shared safely between threads.
+class DrawnProjections {
+ public:
+  std::shared_ptr<const std::vector<float>> get(std::int64_t proj_len, std::int64_t seq_k,
+                                                std::uint64_t seed) {
+    const Key key{proj_len, seq_k, seed};
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Entry& e : entries_) {
+      if (e.key == key) return e.matrix;
+    }
+    auto matrix = std::make_shared<const std::vector<float>>(
+        linformer_random_projection(proj_len, seq_k, seed));
+    if (entries_.size() == kEntries) entries_.erase(entries_.begin());
+    entries_.push_back({key, matrix});
+    return matrix;
+  }
+
+ private:
+  static constexpr std::size_t kEntries = 2;  // E and F of the most recent shape
+  using Key = std::tuple<std::int64_t, std::int64_t, std::uint64_t>;
+  struct Entry {
+    Key key;
+    std::shared_ptr<const std::vector<float>> matrix;
+  };
+  std::mutex mutex_;
+  std::vector<Entry> entries_;
+};
+
+// E and F as used: the caller's, or linformer_random_projection(proj_len, S_k, ·) drawn from
+// spec.seed (E) and spec.seed + 1 (F), so that the two differ for any seed.
+struct Projections {
+  std::shared_ptr<const std::vector<float>> e_storage, f_storage;
+  MatrixView<const float> e, f;
+};
+
+Projections projections(const LinformerSpec& spec, std::int64_t seq_k) {
+  static DrawnProjections drawn;
+  Projections p;
+  p.e = spec.e;
+  p.f = spec.f;
+  if (!given(spec.e)) {
+    p.e_storage = drawn.get(spec.proj_len, seq_k, spec.seed);
+    p.e = {p.e_storage->data(), spec.proj_len, seq_k, seq_k};
+  }
+  if (!given(spec.f)) {
+    p.f_storage = drawn.get(spec.proj_len, seq_k, spec.seed + 1);
+    p.f = {p.f_storage->data(), spec.proj_len, seq_k, seq_k};
+  }
+  return p;
+}
+
+// dst [p, cols] = proj[:, :len] · rows[:len] of one (batch, kv head) slice [S_k, cols].
+void project(const MatrixView<const float>& proj, const ConstTensor& t, std::int64_t b,
+             std::int64_t h, std::int64_t len, std::vector<float>& gather, float* dst) {
+  const std::int64_t cols = t.shape[3];
+  const float* src = t.ptr(b, h, 0);
+  std::int64_t ld = t.strides[2];
+  if (t.strides[3] != 1 || ld < cols) {  // strided rows: copy them contiguous first
+    gather.resize(static_cast<std::size_t>(len * cols));
+    for (std::int64_t j = 0; j < len; ++j) {
+      for (std::int64_t c = 0; c < cols; ++c) gather[j * cols + c] = t.at(b, h, j, c);
+    }
+    src = gather.data();
+    ld = cols;
+  }
+  sgemm(Transpose::kNo, Transpose::kNo, proj.rows, cols, len, 1.0f, proj.data, proj.row_stride, src,
+        ld, 0.0f, dst, cols, /*threads=*/1);
+}
+
+class LinformerVariant final : public AttentionVariant {
+ public:
+  Variant id() const override { return Variant::kLinformer; }
+
+  void check(const Problem& p, const VariantSpec& spec) const override {
+    const auto& s = std::get<LinformerSpec>(spec);
+    if (p.mask->causal) {
+      unsupported("mask.causal",
+                  "projecting along the sequence mixes future keys into every "
+                  "projected key");
+    }
+    if (p.mask->keep)
+      unsupported("mask.keep", "the mask is over S_k keys, attention is over proj_len");
+    if (p.mask->bias)
+      unsupported("mask.bias", "the bias is over S_k keys, attention is over proj_len");
+    if (p.weights) {
+      unsupported("weights",
+                  "its weights are [B, H, S_q, proj_len], not the public [B, H, S_q, S_k]");
+    }
+    if (s.proj_len < 1 || s.proj_len > kMaxProjLen) {
+      fail("spec.proj_len", "in [1, " + str(kMaxProjLen) + "]", str(s.proj_len));
+    }
+    if (given(s.e)) check_projection("spec.e", s.e, s.proj_len, p.seq_k());
+    if (given(s.f)) check_projection("spec.f", s.f, s.proj_len, p.seq_k());
+  }
+
+  // FLOPs: 2·k·L·(D + D_v) per (batch, kv head) for the two projections over the L valid keys,
+  // then dense attention over k keys: 2·S_q·k·(D + D_v) per (batch, query head).
+  // Bytes: q, k, v, E, F read once, out written once, the projected K', V' written and read.
+  Cost cost(const Problem& p, const VariantSpec& spec) const override {
+    const double k = static_cast<double>(std::get<LinformerSpec>(spec).proj_len);
+    const double d = static_cast<double>(p.dim() + p.dim_v());
+    double keys = 0;
+    for (std::int64_t b = 0; b < p.batch(); ++b) keys += static_cast<double>(p.key_length(b));
+    const double queries = static_cast<double>(p.batch() * p.heads_q() * p.seq_q());
+    const double kv_heads = static_cast<double>(p.batch() * p.heads_kv());
+    Cost c;
+    c.flops = 2.0 * k * keys * static_cast<double>(p.heads_kv()) * d + 2.0 * queries * k * d;
+    c.bytes = 4.0 * (queries * d + kv_heads * static_cast<double>(p.seq_k()) * d +
+                     2.0 * k * static_cast<double>(p.seq_k()) + 2.0 * kv_heads * k * d);
+    return c;
+  }
+
+  void run(const Problem& p, const VariantSpec& spec) const override {
+    const auto& s = std::get<LinformerSpec>(spec);
+    const Projections proj = projections(s, p.seq_k());
+    const std::int64_t k = s.proj_len, heads = p.heads_kv(), tasks = p.batch() * heads;
+    std::vector<float> kp(static_cast<std::size_t>(tasks * k * p.dim()));
+    std::vector<float> vp(static_cast<std::size_t>(tasks * k * p.dim_v()));
+    // Below ~1 MFLOP of projection a thread team costs more than it saves.
+    const bool parallel =
+        tasks > 1 && 2.0 * static_cast<double>(k * p.seq_k() * tasks * (p.dim() + p.dim_v())) >=
+                         kMinParallelFlops;
+#pragma omp parallel num_threads( \
+    static_cast <int>(std::min <std::int64_t>(p.threads, tasks))) if (parallel)
+    {
+      std::vector<float> gather;
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t t = 0; t < tasks; ++t) {
+        const std::int64_t b = t / heads, h = t % heads, len = p.key_length(b);
+        project(proj.e, p.k, b, h, len, gather, kp.data() + t * k * p.dim());
+        project(proj.f, p.v, b, h, len, gather, vp.data() + t * k * p.dim_v());
+      }
+    }
+    // The projected keys are all valid (padding was applied before projecting).
+    static const Mask kNoMask;
+    Problem projected = p;
+    projected.k = bhsd<const float>(kp.data(), p.batch(), heads, k, p.dim());
+    projected.v = bhsd<const float>(vp.data(), p.batch(), heads, k, p.dim_v());
+    projected.mask = &kNoMask;
+    const AttentionVariant& dense = dense_variant();
+    dense.check(projected, DenseSpec{});
+    dense.run(projected, DenseSpec{});
+  }
+};
+
+}  // namespace
 
 const AttentionVariant& linformer_variant() {
-  static const NotBuiltVariant instance(Variant::kLinformer);
+  static const LinformerVariant instance;
   return instance;
 }
 

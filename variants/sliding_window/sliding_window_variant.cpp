@@ -1,11 +1,106 @@
-// Declared in the interface; the kernel is not built yet.
-#include "variants/not_built_variant.hpp"
+// Sliding-window attention (Longformer): the flash kernel restricted to a band around the
+// aligned diagonal plus global rows and columns; only tiles meeting the band or a global
+// row/column are visited, so the work is O(S·(w + globals)·D).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "runtime/validate.hpp"
+#include "variants/dense/dense_rows.hpp"
+#include "variants/dense/flash_attention.hpp"
+#include "variants/dense/key_pattern.hpp"
 #include "variants/registry.hpp"
 
 namespace seqattn::detail {
+namespace {
+
+std::vector<std::int64_t> sorted_unique(std::vector<std::int64_t> positions) {
+  std::sort(positions.begin(), positions.end());
+  positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+  return positions;
+}
+
+// Number of keys row i sees through the pattern and the causal rule (key lengths and keep
+// masks are data, not structure, and are not counted — as for dense).
+double visible_keys(const Problem& p, const SlidingWindowSpec& spec,
+                    const std::vector<std::uint8_t>& global_query,
+                    const std::vector<std::int64_t>& global_keys, std::int64_t i) {
+  const std::int64_t pos = i + p.seq_k() - p.seq_q();
+  const std::int64_t limit = p.mask->causal ? std::min(pos + 1, p.seq_k()) : p.seq_k();
+  if (global_query[static_cast<size_t>(i)] != 0)
+    return static_cast<double>(std::max<std::int64_t>(limit, 0));
+  const std::int64_t widest = p.seq_q() + p.seq_k();  // clamp: no overflow for huge windows
+  const std::int64_t lo = std::max<std::int64_t>(pos - std::min(spec.left, widest), 0);
+  const std::int64_t hi = std::min(pos + std::min(spec.right, widest) + 1, limit);
+  std::int64_t count = std::max<std::int64_t>(hi - lo, 0);
+  for (const std::int64_t j : global_keys) {
+    if (j < limit && (j < lo || j >= hi)) ++count;
+  }
+  return static_cast<double>(count);
+}
+
+class SlidingWindowVariant final : public AttentionVariant {
+ public:
+  Variant id() const override { return Variant::kSlidingWindow; }
+
+  void check(const Problem& p, const VariantSpec& spec) const override {
+    const auto& w = std::get<SlidingWindowSpec>(spec);
+    if (w.left < 0) fail("sliding_window.left", ">= 0", std::to_string(w.left));
+    if (w.right < 0) fail("sliding_window.right", ">= 0", std::to_string(w.right));
+    const std::int64_t bound = std::max(p.seq_q(), p.seq_k());
+    for (size_t n = 0; n < w.global_tokens.size(); ++n) {
+      const std::int64_t g = w.global_tokens[n];
+      if (g < 0 || g >= bound) {
+        fail("sliding_window.global_tokens[" + std::to_string(n) + "]",
+             "a position in [0, max(S_q, S_k)) = [0, " + std::to_string(bound) + ")",
+             std::to_string(g));
+      }
+    }
+  }
+
+  // FLOPs: 2·(D + D_v) per visible (query, key) pair, counted exactly: the band
+  // [i' - left, i' + right] clipped to [0, S_k) (and to the causal limit when set), all keys
+  // for global query rows, plus global key columns outside the band. Multiplied by B·H_q.
+  Cost cost(const Problem& p, const VariantSpec& spec) const override {
+    const auto& w = std::get<SlidingWindowSpec>(spec);
+    const std::vector<std::int64_t> globals = sorted_unique(w.global_tokens);
+    std::vector<std::uint8_t> global_query(static_cast<size_t>(p.seq_q()), 0);
+    std::vector<std::int64_t> global_keys;
+    for (const std::int64_t g : globals) {
+      if (g < p.seq_q()) global_query[static_cast<size_t>(g)] = 1;
+      if (g < p.seq_k()) global_keys.push_back(g);
+    }
+    double pairs = 0;
+    for (std::int64_t i = 0; i < p.seq_q(); ++i)
+      pairs += visible_keys(p, w, global_query, global_keys, i);
+    pairs *= static_cast<double>(p.batch() * p.heads_q());
+    Cost c;
+    c.flops = pairs * 2.0 * static_cast<double>(p.dim() + p.dim_v());
+    c.bytes =
+        4.0 * (static_cast<double>(p.batch()) * p.heads_q() * p.seq_q() * (p.dim() + p.dim_v()) +
+               static_cast<double>(p.batch()) * p.heads_kv() * p.seq_k() * (p.dim() + p.dim_v()));
+    if (p.weights)
+      c.bytes += 4.0 * static_cast<double>(p.batch()) * p.heads_q() * p.seq_q() * p.seq_k();
+    return c;
+  }
+
+  void run(const Problem& p, const VariantSpec& spec) const override {
+    const auto& w = std::get<SlidingWindowSpec>(spec);
+    const KeyPattern pattern =
+        KeyPattern::sliding_window(p, w.left, w.right, sorted_unique(w.global_tokens));
+    // Weights need whole rows of scores: the row-at-a-time kernel computes them (and out).
+    if (p.weights) {
+      dense_rows_forward(p, pattern);
+    } else {
+      flash_forward(p, pattern);
+    }
+  }
+};
+
+}  // namespace
 
 const AttentionVariant& sliding_window_variant() {
-  static const NotBuiltVariant instance(Variant::kSlidingWindow);
+  static const SlidingWindowVariant instance;
   return instance;
 }
 

@@ -1,0 +1,138 @@
+// `seqattn bench`: timing on random inputs, one shape or a sweep over sequence lengths.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "cli/measure.hpp"
+#include "cli/variant_flags.hpp"
+#include "seqattn/error.hpp"
+
+namespace seqattn::cli {
+namespace {
+
+struct BenchFlags {
+  Shape shape;
+  CLI::Option* seq_opt = nullptr;
+  CLI::Option* dim_v_opt = nullptr;
+  CLI::Option* kv_heads_opt = nullptr;
+  bool causal = false;
+  int threads = 0;
+  int repeat = 5;
+  int warmup = 1;
+  bool json = false;
+  bool sweep = false;
+  std::string seqs = "128,256,512,1024,2048,4096,8192";
+  VariantFlags variant;
+};
+
+void check_positive(std::int64_t value, const char* argument) {
+  if (value < 1) throw Error(ErrorKind::kInvalidArgument, argument, ">= 1", std::to_string(value));
+}
+
+nlohmann::json point_json(const BenchFlags& f, const Shape& s, const Timing& t) {
+  nlohmann::json j = record_json(t.record);
+  j.erase("ms");
+  j["requested"] = f.variant.variant;
+  j["median_ms"] = t.median_seconds * 1e3;
+  j["min_ms"] = *std::min_element(t.seconds.begin(), t.seconds.end()) * 1e3;
+  j["gflops"] = number_or_null(t.gflops());
+  j["batch"] = s.batch;
+  j["heads"] = s.heads;
+  j["kv_heads"] = s.kv_heads;
+  j["seq"] = s.seq;
+  j["dim"] = s.dim;
+  j["dim_v"] = s.dim_v;
+  j["causal"] = f.causal;
+  j["repeat"] = f.repeat;
+  j["warmup"] = f.warmup;
+  return j;
+}
+
+Timing bench_point(const BenchFlags& f, const Shape& s, const AttentionOptions& options) {
+  Workload workload(s);
+  return time_attend(workload, options, f.warmup, f.repeat);
+}
+
+void bench(BenchFlags f) {
+  for (const auto& [value, name] : {std::pair{f.shape.batch, "--batch"},
+                                    {f.shape.heads, "--heads"},
+                                    {f.shape.dim, "--dim"},
+                                    {static_cast<std::int64_t>(f.repeat), "--repeat"}}) {
+    check_positive(value, name);
+  }
+  if (f.warmup < 0)
+    throw Error(ErrorKind::kInvalidArgument, "--warmup", ">= 0", std::to_string(f.warmup));
+  if (f.dim_v_opt->count() == 0) f.shape.dim_v = f.shape.dim;
+  if (f.kv_heads_opt->count() == 0) f.shape.kv_heads = f.shape.heads;
+  AttentionOptions options;
+  options.variant = make_spec(f.variant);
+  options.mask.causal = f.causal;
+  options.threads = f.threads;
+
+  if (f.seq_opt->count() > 0 && !f.sweep) {
+    check_positive(f.shape.seq, "--seq");
+    const Timing t = bench_point(f, f.shape, options);
+    if (f.json) {
+      std::cout << point_json(f, f.shape, t).dump(2) << std::endl;
+      return;
+    }
+    std::printf("%s  B=%lld H=%lld S=%lld D=%lld: median %.3f ms, %.2f GFLOP/s (%d threads, %s)\n",
+                std::string(to_string(t.record.variant)).c_str(),
+                static_cast<long long>(f.shape.batch), static_cast<long long>(f.shape.heads),
+                static_cast<long long>(f.shape.seq), static_cast<long long>(f.shape.dim),
+                t.median_seconds * 1e3, t.gflops(), t.record.threads, t.record.simd_target.c_str());
+    return;
+  }
+
+  nlohmann::json rows = nlohmann::json::array();
+  if (!f.json) {
+    std::printf("seqattn bench sweep: %s, B=%lld H=%lld D=%lld%s, median of %d\n",
+                f.variant.variant.c_str(), static_cast<long long>(f.shape.batch),
+                static_cast<long long>(f.shape.heads), static_cast<long long>(f.shape.dim),
+                f.causal ? ", causal" : "", f.repeat);
+    std::printf("%8s  %-15s %12s %10s %8s\n", "S", "variant", "median ms", "GFLOP/s", "threads");
+  }
+  for (const std::int64_t seq : parse_int_list(f.seqs, "--seqs")) {
+    check_positive(seq, "--seqs");
+    Shape s = f.shape;
+    s.seq = seq;
+    const Timing t = bench_point(f, s, options);
+    if (f.json) {
+      rows.push_back(point_json(f, s, t));
+      continue;
+    }
+    std::printf("%8lld  %-15s %12.3f %10.2f %8d\n", static_cast<long long>(seq),
+                std::string(to_string(t.record.variant)).c_str(), t.median_seconds * 1e3,
+                t.gflops(), t.record.threads);
+    std::fflush(stdout);
+  }
+  if (f.json) std::cout << nlohmann::json{{"sweep", rows}}.dump(2) << std::endl;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto flags = std::make_shared<BenchFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "time a variant on random inputs (no --seq: sweep S over 128..8192)");
+  cmd->add_option("--batch", flags->shape.batch, "batch B")->capture_default_str();
+  cmd->add_option("--heads", flags->shape.heads, "query heads H")->capture_default_str();
+  flags->kv_heads_opt =
+      cmd->add_option("--kv-heads", flags->shape.kv_heads, "key/value heads (default H)");
+  flags->seq_opt = cmd->add_option("--seq", flags->shape.seq, "sequence length S (S_q = S_k)");
+  cmd->add_option("--dim", flags->shape.dim, "head dimension D")->capture_default_str();
+  flags->dim_v_opt = cmd->add_option("--dim-v", flags->shape.dim_v, "value dimension (default D)");
+  cmd->add_flag("--causal", flags->causal, "causal mask");
+  cmd->add_option("--threads", flags->threads, "threads (0 = all cores)")->capture_default_str();
+  cmd->add_option("--repeat", flags->repeat, "timed runs (median reported)")->capture_default_str();
+  cmd->add_option("--warmup", flags->warmup, "untimed runs first")->capture_default_str();
+  cmd->add_flag("--json", flags->json, "print JSON on stdout");
+  cmd->add_flag("--sweep", flags->sweep, "sweep S over --seqs (the default without --seq)");
+  cmd->add_option("--seqs", flags->seqs, "sweep lengths")->capture_default_str();
+  add_variant_flags(*cmd, flags->variant);
+  cmd->callback([flags] { bench(*flags); });
+}
+
+}  // namespace seqattn::cli

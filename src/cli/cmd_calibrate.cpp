@@ -1,0 +1,195 @@
+// `seqattn calibrate`: measures where each variant overtakes dense on this machine and writes
+// a selection profile that SelectionPolicy::load_json reads.
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <memory>
+
+#include "cli/catalogue.hpp"
+#include "cli/commands.hpp"
+#include "cli/measure.hpp"
+#include "cli/npy.hpp"
+#include "cli/scaling_math.hpp"
+#include "cli/variant_flags.hpp"
+#include "seqattn/error.hpp"
+
+namespace seqattn::cli {
+namespace {
+
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+
+struct CalibrateFlags {
+  Shape shape;
+  int threads = 0;
+  int repeat = 3;
+  std::string seqs = "256,512,1024,2048,4096";
+  std::int64_t window = 256;
+  std::string feature_map = "elu1";
+  std::int64_t proj_len = 256;
+  std::string out;
+};
+
+struct Series {
+  std::vector<double> seconds;  // NaN where not measured
+  std::vector<double> errors;   // relative error vs dense
+  std::optional<std::string> skipped;
+};
+
+// Measures every built variant at every length; dense's output is each length's reference.
+std::map<std::string, Series> measure_all(const CalibrateFlags& f,
+                                          const std::vector<CatalogueEntry>& entries,
+                                          const std::vector<std::int64_t>& seqs) {
+  std::map<std::string, Series> series;
+  for (const CatalogueEntry& e : entries) series[e.name].skipped = not_built_reason(e.spec);
+  for (const std::int64_t seq : seqs) {
+    Shape shape = f.shape;
+    shape.seq = seq;
+    Workload w(shape);
+    std::vector<float> dense_out;
+    for (const CatalogueEntry& e : entries) {
+      Series& s = series[e.name];
+      if (s.skipped) {
+        s.seconds.push_back(NAN);
+        s.errors.push_back(NAN);
+        continue;
+      }
+      AttentionOptions options;
+      options.variant = e.spec;
+      options.threads = f.threads;
+      const Timing t = time_attend(w, options, 1, f.repeat);
+      if (e.name == "dense") dense_out = w.out;
+      s.seconds.push_back(t.median_seconds);
+      s.errors.push_back(relative_error(w.out, dense_out));
+      std::cerr << "calibrate: S=" << seq << " " << e.name << " "
+                << format_seconds(t.median_seconds) << ", relative error vs dense "
+                << s.errors.back() << "\n";
+    }
+  }
+  return series;
+}
+
+std::int64_t threshold(const Crossover& c) {
+  return c.n ? static_cast<std::int64_t>(std::floor(*c.n)) : kNever;
+}
+
+// dense up to the first crossover of a policy variant, sliding window up to where linear
+// overtakes it; a variant that is not built or never wins gets an empty band.
+SelectionPolicy derive_policy(const CalibrateFlags& f, const std::vector<double>& n,
+                              const std::map<std::string, Series>& series,
+                              nlohmann::json& crossovers) {
+  auto versus = [&](const std::string& name, const std::string& baseline) {
+    const Series& s = series.at(name);
+    const Crossover c = s.skipped ? Crossover{std::nullopt, "not built"}
+                                  : find_crossover(n, s.seconds, series.at(baseline).seconds);
+    crossovers[name + " vs " + baseline] = {
+        {"seq", c.n ? nlohmann::json(*c.n) : nlohmann::json(nullptr)}, {"note", c.note}};
+    return c;
+  };
+  for (const auto& [name, s] : series) {
+    if (name != "dense" && name != "sliding-window" && name != "linear") versus(name, "dense");
+  }
+  const Crossover sliding = versus("sliding-window", "dense");
+  const Crossover linear = versus("linear", "dense");
+  SelectionPolicy p;
+  p.window = f.window;
+  p.feature_map = f.feature_map;
+  p.dense_max_seq = std::min(threshold(sliding), threshold(linear));
+  p.sparse_max_seq = p.dense_max_seq;
+  if (sliding.n && !series.at("linear").skipped) {
+    p.sparse_max_seq = std::max(p.dense_max_seq, threshold(versus("linear", "sliding-window")));
+  } else if (sliding.n) {
+    p.sparse_max_seq = kNever;  // linear is not built: never hand it a problem
+  }
+  p.source = "seqattn calibrate";
+  return p;
+}
+
+std::vector<std::int64_t> checked_lengths(const CalibrateFlags& f) {
+  if (f.out.empty()) throw Error(ErrorKind::kInvalidArgument, "--out", "a profile path", "''");
+  for (const auto& [value, name] : {std::pair{f.shape.batch, "--batch"},
+                                    {f.shape.heads, "--heads"},
+                                    {f.shape.dim, "--dim"},
+                                    {std::int64_t{f.repeat}, "--repeat"}}) {
+    if (value < 1) throw Error(ErrorKind::kInvalidArgument, name, ">= 1", std::to_string(value));
+  }
+  const std::vector<std::int64_t> seqs = parse_int_list(f.seqs, "--seqs");
+  for (std::size_t i = 0; i < seqs.size(); ++i) {
+    if (seqs[i] < 1 || (i > 0 && seqs[i] <= seqs[i - 1])) {
+      throw Error(ErrorKind::kInvalidArgument, "--seqs", "increasing lengths >= 1", f.seqs);
+    }
+  }
+  return seqs;
+}
+
+nlohmann::json measurements_json(const CalibrateFlags& f, const std::vector<std::int64_t>& seqs,
+                                 const std::vector<CatalogueEntry>& entries,
+                                 const std::map<std::string, Series>& series) {
+  nlohmann::json m = {
+      {"seqs", seqs},
+      {"shape", {{"batch", f.shape.batch}, {"heads", f.shape.heads}, {"dim", f.shape.dim}}},
+      {"threads", f.threads == 0 ? hardware_threads() : f.threads},
+      {"repeat", f.repeat},
+      {"simd_target", simd_target()},
+      {"error_metric", "max |out - dense| / max |dense| on the same random inputs"}};
+  for (const CatalogueEntry& e : entries) {
+    const Series& s = series.at(e.name);
+    nlohmann::json row = {{"parameters", e.parameters}};
+    if (s.skipped) {
+      row["skipped"] = *s.skipped;
+    } else {
+      row["median_ms"] = nlohmann::json::array();
+      row["relative_error"] = nlohmann::json::array();
+      for (std::size_t i = 0; i < seqs.size(); ++i) {
+        row["median_ms"].push_back(number_or_null(s.seconds[i] * 1e3));
+        row["relative_error"].push_back(number_or_null(s.errors[i]));
+      }
+    }
+    m["variants"][e.name] = row;
+  }
+  return m;
+}
+
+void calibrate(CalibrateFlags f) {
+  const std::vector<std::int64_t> seqs = checked_lengths(f);
+  f.shape.kv_heads = f.shape.heads;
+  f.shape.dim_v = f.shape.dim;
+  const std::vector<CatalogueEntry> entries = catalogue(f.window, f.feature_map, f.proj_len);
+  const std::map<std::string, Series> series = measure_all(f, entries, seqs);
+
+  nlohmann::json measurements = measurements_json(f, seqs, entries, series);
+  nlohmann::json crossovers = nlohmann::json::object();
+  const SelectionPolicy policy =
+      derive_policy(f, std::vector<double>(seqs.begin(), seqs.end()), series, crossovers);
+  measurements["crossovers"] = crossovers;
+  const nlohmann::json profile = {{"dense_max_seq", policy.dense_max_seq},
+                                  {"sparse_max_seq", policy.sparse_max_seq},
+                                  {"window", policy.window},
+                                  {"feature_map", policy.feature_map},
+                                  {"num_features", policy.num_features},
+                                  {"measurements", measurements}};
+  npy::write_file_atomically(f.out, profile.dump(2) + "\n", "--out");
+  std::cerr << "calibrate: dense_max_seq=" << policy.dense_max_seq
+            << " sparse_max_seq=" << policy.sparse_max_seq << " -> " << f.out << "\n";
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+  auto flags = std::make_shared<CalibrateFlags>();
+  CLI::App* cmd = app.add_subcommand("calibrate", "measure crossovers and write a profile");
+  cmd->add_option("--out", flags->out, "profile .json to write")->required();
+  cmd->add_option("--batch", flags->shape.batch, "batch B")->capture_default_str();
+  cmd->add_option("--heads", flags->shape.heads, "heads H")->capture_default_str();
+  cmd->add_option("--dim", flags->shape.dim, "head dimension D")->capture_default_str();
+  cmd->add_option("--threads", flags->threads, "threads (0 = all cores)")->capture_default_str();
+  cmd->add_option("--repeat", flags->repeat, "timed runs per point")->capture_default_str();
+  cmd->add_option("--seqs", flags->seqs, "lengths to measure")->capture_default_str();
+  cmd->add_option("--window", flags->window, "sliding window per side")->capture_default_str();
+  cmd->add_option("--feature-map", flags->feature_map, "linear feature map")->capture_default_str();
+  cmd->add_option("--proj-len", flags->proj_len, "linformer k")->capture_default_str();
+  cmd->callback([flags] { calibrate(*flags); });
+}
+
+}  // namespace seqattn::cli

@@ -1,0 +1,326 @@
+// `seqattn report`: the scaling sweep (every built variant over S, at each thread count).
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/catalogue.hpp"
+#include "cli/commands.hpp"
+#include "cli/report.hpp"
+#include "cli/variant_flags.hpp"
+#include "seqattn/error.hpp"
+
+namespace seqattn::cli {
+namespace {
+
+struct ReportFlags {
+  std::string out_dir = "report";
+  bool full = false;
+  std::string threads_list;
+  std::string seqs;
+  std::string variants = "dense,sliding-window,linear,linformer";
+  double max_dense_seconds = 0;
+  double max_point_seconds = 0;
+  int max_repeat = 5;
+  Shape shape;
+  std::int64_t window = 256;
+  std::string feature_map = "elu1";
+  std::int64_t proj_len = 256;
+  std::string python;
+  std::string plot_script;
+  bool no_plot = false;
+};
+
+// What is known about one (variant, threads) series while the sweep runs: enough to predict
+// the next point's time and to stop the series once it gets too slow.
+struct SeriesState {
+  std::vector<std::pair<double, double>> measured;  // (S, seconds)
+  std::string stopped;                              // reason, once stopped
+
+  std::optional<double> predict(double seq, bool quadratic) const {
+    if (measured.empty()) return std::nullopt;
+    const auto [s1, t1] = measured.back();
+    double exponent = quadratic ? 2.0 : 1.0;
+    if (!quadratic && measured.size() >= 2) {
+      const auto [s0, t0] = measured[measured.size() - 2];
+      exponent = std::clamp(std::log(t1 / t0) / std::log(s1 / s0), 1.0, 2.0);
+    }
+    return t1 * std::pow(seq / s1, exponent);
+  }
+};
+
+// Fewer timed runs for slow points keep the sweep inside its budget; the median of 1 is
+// reported as such (runs in scaling.json).
+int timed_runs(double seconds, int max_repeat) {
+  const int runs = seconds < 0.05 ? 5 : seconds < 0.5 ? 3 : 1;
+  return std::min(runs, max_repeat);
+}
+
+class Sweep {
+ public:
+  Sweep(const ReportConfig& config, const std::map<std::string, VariantSpec>& specs)
+      : config_(config), specs_(specs), start_(std::chrono::steady_clock::now()) {
+    total_ = config.seqs.size() * config.variants.size() * config.threads_list.size();
+  }
+
+  std::vector<ReportPoint> run() {
+    for (const std::int64_t seq : config_.seqs) run_length(seq);
+    return points_;
+  }
+
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  double cap(const std::string& variant) const {
+    return variant == "dense" ? config_.max_dense_seconds : config_.max_point_seconds;
+  }
+
+  void run_length(std::int64_t seq) {
+    Shape shape = config_.shape;
+    shape.seq = seq;
+    Workload w(shape);
+    dense_out_.clear();
+    sampled_.reset();
+    for (const std::string& variant : config_.variants) {
+      std::optional<ErrorResult> error;
+      for (const int threads : config_.threads_list) {
+        ReportPoint p = run_point(w, variant, threads, error);
+        points_.push_back(p);
+        progress(p);
+      }
+    }
+  }
+
+  struct ErrorResult {
+    double value;
+    std::int64_t rows;
+  };
+
+  ReportPoint run_point(Workload& w, const std::string& variant, int threads,
+                        std::optional<ErrorResult>& error) {
+    ReportPoint p;
+    p.seq = w.shape.seq;
+    p.variant = variant;
+    p.threads = threads;
+    SeriesState& state = series_[{variant, threads}];
+    const std::optional<double> predicted =
+        state.predict(static_cast<double>(p.seq), variant == "dense");
+    if (state.stopped.empty() && predicted && *predicted > cap(variant)) {
+      char why[200];
+      std::snprintf(why, sizeof why,
+                    "predicted %.1f s per run at S=%lld > %.1f s cap (O(N^%s) from S=%.0f)",
+                    *predicted, static_cast<long long>(p.seq), cap(variant),
+                    variant == "dense" ? "2" : "p", state.measured.back().first);
+      state.stopped = why;
+    }
+    if (!state.stopped.empty()) {
+      p.skip_reason = state.stopped;
+      return p;
+    }
+    if (predicted && *predicted > 1.0) {
+      std::cerr << "report: running S=" << p.seq << " " << variant << " on " << threads
+                << " thread(s), about " << format_seconds(*predicted) << " per run\n";
+    }
+    AttentionOptions options;
+    options.variant = specs_.at(variant);
+    options.threads = threads;
+    PeakRss rss;
+    rss.reset();
+    const Timing warm = time_attend(w, options, 0, 1);
+    p.rss_delta = rss.delta_bytes();
+    const Timing t =
+        time_attend(w, options, 0, timed_runs(warm.median_seconds, config_.max_repeat));
+    p.measured = true;
+    p.median_seconds = t.median_seconds;
+    p.min_seconds = *std::min_element(t.seconds.begin(), t.seconds.end());
+    p.runs = static_cast<int>(t.seconds.size());
+    p.flops = t.record.flops;
+    p.simd_target = t.record.simd_target;
+    p.io_bytes = 4.0 * static_cast<double>(w.q.size() + w.k.size() + w.v.size() + w.out.size());
+    state.measured.emplace_back(static_cast<double>(p.seq), p.median_seconds);
+    if (variant == "dense") {
+      if (dense_out_.empty()) dense_out_ = w.out;
+    } else {
+      if (!error) error = measure_error(w);
+      p.relative_error = error->value;
+      p.error_rows = error->rows;
+    }
+    return p;
+  }
+
+  // Against the full dense output when dense ran at this length, otherwise against dense on a
+  // strided sample of query rows (exact for those rows: the report's masks are non-causal).
+  ErrorResult measure_error(const Workload& w) {
+    if (!dense_out_.empty()) return {relative_error(w.out, dense_out_), w.shape.seq};
+    if (!sampled_) sampled_ = dense_on_rows(w, config_.error_rows, 0);
+    return {relative_error(pick_rows(w, w.out, *sampled_), sampled_->out), sampled_->rows};
+  }
+
+  void progress(const ReportPoint& p) {
+    ++done_;
+    char line[256];
+    const std::string what = p.measured ? format_seconds(p.median_seconds) : "skipped";
+    std::snprintf(line, sizeof line, "report [%3zu/%zu] S=%-6lld %-15s %d thr  %-10s", done_,
+                  total_, static_cast<long long>(p.seq), p.variant.c_str(), p.threads,
+                  what.c_str());
+    std::cerr << line << " elapsed " << format_seconds(elapsed()) << ", ~"
+              << format_seconds(remaining_estimate()) << " left\n";
+  }
+
+  // Sum of predicted time (first run + timed runs) of every point still to come, in the sweep's
+  // order (length, variant, threads).
+  double remaining_estimate() const {
+    const std::size_t per_length = config_.variants.size() * config_.threads_list.size();
+    double total = 0;
+    for (std::size_t index = done_; index < total_; ++index) {
+      const std::int64_t seq = config_.seqs[index / per_length];
+      const std::string& variant =
+          config_.variants[index % per_length / config_.threads_list.size()];
+      const int threads = config_.threads_list[index % config_.threads_list.size()];
+      const auto state = series_.find({variant, threads});
+      if (state == series_.end() || !state->second.stopped.empty()) continue;
+      const std::optional<double> t =
+          state->second.predict(static_cast<double>(seq), variant == "dense");
+      if (t && *t <= cap(variant)) total += *t * (1 + timed_runs(*t, config_.max_repeat));
+    }
+    return total;
+  }
+
+  const ReportConfig& config_;
+  const std::map<std::string, VariantSpec>& specs_;
+  std::chrono::steady_clock::time_point start_;
+  std::map<std::pair<std::string, int>, SeriesState> series_;
+  std::vector<ReportPoint> points_;
+  std::vector<float> dense_out_;
+  std::optional<SampledReference> sampled_;
+  std::size_t done_ = 0, total_ = 0;
+};
+
+std::vector<int> thread_counts(const std::string& text) {
+  std::vector<int> counts;
+  if (text.empty()) {
+    counts.push_back(1);
+    if (hardware_threads() > 1) counts.push_back(hardware_threads());
+    return counts;
+  }
+  for (const std::int64_t n : parse_int_list(text, "--threads-list")) {
+    if (n < 1 || n > 4096) {
+      throw Error(ErrorKind::kInvalidArgument, "--threads-list", "thread counts in [1, 4096]",
+                  text);
+    }
+    counts.push_back(static_cast<int>(n));
+  }
+  return counts;
+}
+
+std::vector<std::int64_t> lengths(const ReportFlags& f) {
+  std::vector<std::int64_t> seqs;
+  if (!f.seqs.empty()) {
+    seqs = parse_int_list(f.seqs, "--seqs");
+  } else {
+    for (std::int64_t s = 128; s <= (f.full ? 262144 : 65536); s *= 2) seqs.push_back(s);
+  }
+  for (std::size_t i = 0; i < seqs.size(); ++i) {
+    if (seqs[i] < 1 || (i > 0 && seqs[i] <= seqs[i - 1])) {
+      throw Error(ErrorKind::kInvalidArgument, "--seqs", "increasing lengths >= 1", f.seqs);
+    }
+  }
+  return seqs;
+}
+
+ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>& specs);
+
+void report(const ReportFlags& f) {
+  std::map<std::string, VariantSpec> specs;
+  const ReportConfig config = configure(f, specs);
+  for (const auto& [variant, why] : config.not_built) {
+    std::cerr << "report: skipping " << variant << ": " << why << "\n";
+  }
+  Sweep sweep(config, specs);
+  const std::vector<ReportPoint> points = sweep.run();
+  std::cout << write_report(config, points, sweep.elapsed());
+}
+
+ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>& specs) {
+  for (const auto& [value, name] : {std::pair{f.shape.batch, "--batch"},
+                                    {f.shape.heads, "--heads"},
+                                    {f.shape.dim, "--dim"},
+                                    {std::int64_t{f.max_repeat}, "--max-repeat"}}) {
+    if (value < 1) throw Error(ErrorKind::kInvalidArgument, name, ">= 1", std::to_string(value));
+  }
+  ReportConfig c;
+  c.shape = f.shape;
+  c.shape.kv_heads = c.shape.heads;
+  c.shape.dim_v = c.shape.dim;
+  c.seqs = lengths(f);
+  c.threads_list = thread_counts(f.threads_list);
+  c.max_dense_seconds = f.max_dense_seconds > 0 ? f.max_dense_seconds : (f.full ? 30.0 : 2.0);
+  c.max_point_seconds = f.max_point_seconds > 0 ? f.max_point_seconds : (f.full ? 60.0 : 4.0);
+  c.out_dir = f.out_dir;
+  c.max_repeat = f.max_repeat;
+  c.python = f.python;
+  c.plot_script = f.plot_script;
+  c.plot = !f.no_plot;
+  const std::vector<std::string> wanted = [&] {
+    std::vector<std::string> names;
+    std::size_t start = 0;
+    while (start <= f.variants.size()) {
+      const std::size_t comma = std::min(f.variants.find(',', start), f.variants.size());
+      names.push_back(f.variants.substr(start, comma - start));
+      start = comma + 1;
+    }
+    return names;
+  }();
+  for (const std::string& name : wanted) parse_variant(name, "--variants");
+  for (const CatalogueEntry& e : catalogue(f.window, f.feature_map, f.proj_len)) {
+    if (std::find(wanted.begin(), wanted.end(), e.name) == wanted.end()) continue;
+    if (const std::optional<std::string> why = not_built_reason(e.spec)) {
+      c.not_built[e.name] = *why;
+      continue;
+    }
+    c.variants.push_back(e.name);
+    c.parameters[e.name] = e.parameters;
+    specs[e.name] = e.spec;
+  }
+  if (c.variants.empty()) {
+    throw Error(ErrorKind::kInvalidArgument, "--variants", "at least one built variant",
+                f.variants);
+  }
+  return c;
+}
+
+}  // namespace
+
+void add_report_command(CLI::App& app) {
+  auto flags = std::make_shared<ReportFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "report", "scaling report: every built variant over S = 128..65536 at 1 and all threads");
+  cmd->add_option("--out-dir", flags->out_dir, "directory for scaling.{json,md,png}")
+      ->capture_default_str();
+  cmd->add_flag("--full", flags->full, "S up to 262144 and larger per-point time caps");
+  cmd->add_option("--threads-list", flags->threads_list, "thread counts (default 1,all cores)");
+  cmd->add_option("--max-dense-seconds", flags->max_dense_seconds,
+                  "skip dense points predicted (O(N^2)) to run longer (default 2, --full 30)");
+  cmd->add_option("--max-point-seconds", flags->max_point_seconds,
+                  "the same cap for the other variants (default 4, --full 60)");
+  cmd->add_option("--seqs", flags->seqs, "lengths instead of the powers of 2 from 128");
+  cmd->add_option("--variants", flags->variants, "variants to include")->capture_default_str();
+  cmd->add_option("--max-repeat", flags->max_repeat, "most timed runs per point")
+      ->capture_default_str();
+  cmd->add_option("--batch", flags->shape.batch, "batch B")->capture_default_str();
+  cmd->add_option("--heads", flags->shape.heads, "heads H")->capture_default_str();
+  cmd->add_option("--dim", flags->shape.dim, "head dimension D")->capture_default_str();
+  cmd->add_option("--window", flags->window, "sliding window per side")->capture_default_str();
+  cmd->add_option("--feature-map", flags->feature_map, "linear feature map")->capture_default_str();
+  cmd->add_option("--proj-len", flags->proj_len, "linformer k")->capture_default_str();
+  cmd->add_option("--python", flags->python, "python with matplotlib (default /usr/bin/python3)");
+  cmd->add_option("--plot-script", flags->plot_script, "path of scripts/plot_scaling.py");
+  cmd->add_flag("--no-plot", flags->no_plot, "skip scaling.png");
+  cmd->callback([flags] { report(*flags); });
+}
+
+}  // namespace seqattn::cli

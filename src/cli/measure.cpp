@@ -1,0 +1,114 @@
+#include "cli/measure.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <thread>
+
+namespace seqattn::cli {
+namespace {
+
+std::vector<float> uniform_values(std::int64_t count, std::uint64_t seed) {
+  std::vector<float> values(static_cast<std::size_t>(count));
+  std::mt19937_64 generator(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& x : values) x = dist(generator);
+  return values;
+}
+
+// A field of /proc/self/status in bytes ("VmRSS:   1234 kB").
+std::optional<std::int64_t> status_bytes(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) != 0) continue;
+    return std::stoll(line.substr(field.size() + 1)) * 1024;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Workload::Workload(const Shape& s, std::uint64_t seed) : shape(s) {
+  const std::int64_t kv_rows = s.batch * s.kv_heads * s.seq;
+  q = uniform_values(s.batch * s.heads * s.seq * s.dim, seed);
+  k = uniform_values(kv_rows * s.dim, seed + 1);
+  v = uniform_values(kv_rows * s.dim_v, seed + 2);
+  out.assign(static_cast<std::size_t>(s.batch * s.heads * s.seq * s.dim_v), 0.0f);
+}
+
+ConstTensor Workload::q_view() const {
+  return bhsd(q.data(), shape.batch, shape.heads, shape.seq, shape.dim);
+}
+ConstTensor Workload::k_view() const {
+  return bhsd(k.data(), shape.batch, shape.kv_heads, shape.seq, shape.dim);
+}
+ConstTensor Workload::v_view() const {
+  return bhsd(v.data(), shape.batch, shape.kv_heads, shape.seq, shape.dim_v);
+}
+Tensor Workload::out_view() {
+  return bhsd(out.data(), shape.batch, shape.heads, shape.seq, shape.dim_v);
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t mid = values.size() / 2;
+  return values.size() % 2 == 1 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+Timing time_attend(Workload& w, const AttentionOptions& options, int warmup, int repeat) {
+  Timing timing;
+  for (int i = 0; i < warmup; ++i) {
+    timing.record = attend(w.q_view(), w.k_view(), w.v_view(), w.out_view(), options);
+  }
+  for (int i = 0; i < repeat; ++i) {
+    timing.record = attend(w.q_view(), w.k_view(), w.v_view(), w.out_view(), options);
+    timing.seconds.push_back(timing.record.seconds);
+  }
+  timing.median_seconds = median(timing.seconds);
+  return timing;
+}
+
+bool PeakRss::reset() {
+  baseline_.reset();
+  std::FILE* clear = std::fopen("/proc/self/clear_refs", "w");
+  if (clear == nullptr) return false;
+  // "5" resets the peak RSS (VmHWM) to the current RSS.
+  const bool ok = std::fputs("5", clear) >= 0;
+  if (std::fclose(clear) != 0 || !ok) return false;
+  baseline_ = status_bytes("VmRSS");
+  return baseline_.has_value();
+}
+
+std::optional<std::int64_t> PeakRss::delta_bytes() const {
+  if (!baseline_) return std::nullopt;
+  const std::optional<std::int64_t> peak = status_bytes("VmHWM");
+  if (!peak) return std::nullopt;
+  return std::max<std::int64_t>(0, *peak - *baseline_);
+}
+
+int hardware_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+std::string format_seconds(double seconds) {
+  char text[32];
+  if (seconds <= 0) {
+    std::snprintf(text, sizeof text, "0 s");
+  } else if (seconds < 1e-3) {
+    std::snprintf(text, sizeof text, "%.1f us", seconds * 1e6);
+  } else if (seconds < 1) {
+    std::snprintf(text, sizeof text, "%.2f ms", seconds * 1e3);
+  } else if (seconds < 60) {
+    std::snprintf(text, sizeof text, "%.1f s", seconds);
+  } else {
+    const int whole = static_cast<int>(seconds + 0.5);
+    std::snprintf(text, sizeof text, "%dm%02ds", whole / 60, whole % 60);
+  }
+  return text;
+}
+
+}  // namespace seqattn::cli

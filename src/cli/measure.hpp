@@ -1,0 +1,63 @@
+// Random problems, timed runs and memory measurement shared by bench, calibrate and report.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "seqattn/attention.hpp"
+
+namespace seqattn::cli {
+
+struct Shape {
+  std::int64_t batch = 1;
+  std::int64_t heads = 8;
+  std::int64_t kv_heads = 8;
+  std::int64_t seq = 1024;
+  std::int64_t dim = 64;
+  std::int64_t dim_v = 64;
+};
+
+// Contiguous BHSD q, k, v with uniform values in [-1, 1), and a zeroed output.
+struct Workload {
+  Shape shape;
+  std::vector<float> q, k, v, out;
+
+  explicit Workload(const Shape& s, std::uint64_t seed = 1);
+  ConstTensor q_view() const;
+  ConstTensor k_view() const;
+  ConstTensor v_view() const;
+  Tensor out_view();
+};
+
+struct Timing {
+  RunRecord record;             // the last timed run
+  std::vector<double> seconds;  // kernel time of each timed run
+  double median_seconds = 0;
+  double gflops() const { return median_seconds > 0 ? record.flops / median_seconds * 1e-9 : 0; }
+};
+
+// `warmup` untimed runs, then `repeat` timed ones (kernel time from the run record).
+Timing time_attend(Workload& w, const AttentionOptions& options, int warmup, int repeat);
+
+double median(std::vector<double> values);
+
+// Resident-set high-water mark tracking through /proc/self/clear_refs; reset() returns false
+// where the kernel does not allow it (then delta() is empty).
+class PeakRss {
+ public:
+  bool reset();
+  std::optional<std::int64_t> delta_bytes() const;  // peak since reset() minus RSS at reset()
+
+ private:
+  std::optional<std::int64_t> baseline_;
+};
+
+// Number of hardware threads (what threads = 0 means).
+int hardware_threads();
+
+// "1.23 ms", "4.5 s", "2m10s".
+std::string format_seconds(double seconds);
+
+}  // namespace seqattn::cli

@@ -1,0 +1,300 @@
+// .npy format: https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html
+// magic "\x93NUMPY", version (major, minor), header length (uint16 for 1.0, uint32 for 2.0/3.0,
+// little endian), then a Python dict literal padded with spaces to a multiple of 64 bytes.
+#include "cli/npy.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include "seqattn/error.hpp"
+
+namespace seqattn::npy {
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr std::size_t kMagicSize = 6;
+
+[[noreturn]] void bad_file(const std::string& argument, const std::string& path,
+                           const std::string& expected, const std::string& actual) {
+  throw Error(ErrorKind::kInvalidArgument, argument, expected, "'" + path + "': " + actual);
+}
+
+// The position just after `key`'s ':' in the header dict, or npos.
+std::size_t value_position(const std::string& header, const std::string& key) {
+  for (const char quote : {'\'', '"'}) {
+    const std::string quoted = std::string(1, quote) + key + quote;
+    std::size_t at = header.find(quoted);
+    if (at == std::string::npos) continue;
+    at = header.find(':', at + quoted.size());
+    if (at != std::string::npos) return at + 1;
+  }
+  return std::string::npos;
+}
+
+std::size_t skip_spaces(const std::string& s, std::size_t at) {
+  while (at < s.size() && std::isspace(static_cast<unsigned char>(s[at]))) ++at;
+  return at;
+}
+
+// The extents between '(' and ')' of "(3, 2)" / "(3,)" / "()"; Python 2's "3L" is accepted.
+std::vector<std::int64_t> parse_shape(const std::string& text, std::size_t pos, std::size_t close,
+                                      const std::string& path, const std::string& arg) {
+  std::vector<std::int64_t> shape;
+  while ((pos = skip_spaces(text, pos)) < close) {
+    std::int64_t extent = 0;
+    const auto [end, error] = std::from_chars(text.data() + pos, text.data() + close, extent);
+    if (error != std::errc() || extent < 0) {
+      bad_file(arg, path, "non-negative integer extents", "shape text '" + text + "'");
+    }
+    pos = static_cast<std::size_t>(end - text.data());
+    if (pos < close && text[pos] == 'L') ++pos;
+    pos = skip_spaces(text, pos);
+    if (pos < close && text[pos] != ',') {
+      bad_file(arg, path, "comma-separated extents", "shape text '" + text + "'");
+    }
+    ++pos;
+    shape.push_back(extent);
+  }
+  return shape;
+}
+
+struct Header {
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<std::int64_t> shape;
+};
+
+Header parse_header(const std::string& text, const std::string& path, const std::string& arg) {
+  const auto missing = [&](const char* key) {
+    bad_file(arg, path, std::string("an .npy header with a '") + key + "' entry", "none found");
+  };
+  Header h;
+  std::size_t at = value_position(text, "descr");
+  if (at == std::string::npos) missing("descr");
+  at = skip_spaces(text, at);
+  const char quote = at < text.size() ? text[at] : '\0';
+  const std::size_t end =
+      (quote == '\'' || quote == '"') ? text.find(quote, at + 1) : std::string::npos;
+  if (end == std::string::npos)
+    bad_file(arg, path, "a quoted dtype in the header", "'" + text + "'");
+  h.descr = text.substr(at + 1, end - at - 1);
+
+  at = value_position(text, "fortran_order");
+  if (at == std::string::npos) missing("fortran_order");
+  at = skip_spaces(text, at);
+  h.fortran_order = text.compare(at, 4, "True") == 0;
+  if (!h.fortran_order && text.compare(at, 5, "False") != 0) {
+    bad_file(arg, path, "fortran_order True or False", "'" + text + "'");
+  }
+
+  at = value_position(text, "shape");
+  if (at == std::string::npos) missing("shape");
+  at = skip_spaces(text, at);
+  const std::size_t close = text.find(')', at);
+  if (at >= text.size() || text[at] != '(' || close == std::string::npos) {
+    bad_file(arg, path, "a shape tuple in the header", "'" + text + "'");
+  }
+  h.shape = parse_shape(text, at + 1, close, path, arg);
+  return h;
+}
+
+std::uint64_t read_le(const unsigned char* p, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+void swap_if_big_endian(float* data, std::size_t n) {
+  if constexpr (std::endian::native == std::endian::big) {
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint32_t u;
+      std::memcpy(&u, data + i, 4);
+      u = __builtin_bswap32(u);
+      std::memcpy(data + i, &u, 4);
+    }
+  }
+}
+
+std::string io_reason() { return std::strerror(errno); }
+
+}  // namespace
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  if (shape.size() == 1) s += ",";
+  return s + ")";
+}
+
+Array load(const std::string& path, const std::string& argument) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    throw Error(ErrorKind::kIo, argument, "a readable .npy file", "'" + path + "': " + io_reason());
+  }
+  if (!S_ISREG(info.st_mode)) {
+    throw Error(ErrorKind::kIo, argument, "a regular .npy file", "'" + path + "' is not a file");
+  }
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) {
+    throw Error(ErrorKind::kIo, argument, "a readable .npy file", "'" + path + "': " + io_reason());
+  }
+  const auto file_size = static_cast<std::uint64_t>(in.tellg());
+  in.seekg(0);
+  unsigned char prefix[12] = {};
+  in.read(reinterpret_cast<char*>(prefix), sizeof prefix);
+  const auto got = static_cast<std::uint64_t>(in.gcount());
+  if (got < 10 || std::memcmp(prefix, kMagic, kMagicSize) != 0) {
+    bad_file(argument, path, "an .npy file (magic \\x93NUMPY)", "not an .npy file (bad magic)");
+  }
+  const int major = prefix[6];
+  if (major < 1 || major > 3) {
+    bad_file(argument, path, ".npy format version 1.0, 2.0 or 3.0",
+             "version " + std::to_string(major) + "." + std::to_string(prefix[7]));
+  }
+  const int length_bytes = major == 1 ? 2 : 4;
+  const std::uint64_t header_len = read_le(prefix + 8, length_bytes);
+  const std::uint64_t data_offset = 8 + length_bytes + header_len;
+  if (got < static_cast<std::uint64_t>(8 + length_bytes) || data_offset > file_size) {
+    bad_file(argument, path, "a complete .npy header", "the file ends inside the header");
+  }
+  std::string header_text(header_len, '\0');
+  in.seekg(static_cast<std::streamoff>(8 + length_bytes));
+  in.read(header_text.data(), static_cast<std::streamsize>(header_len));
+  const Header h = parse_header(header_text, path, argument);
+  if (h.descr != "<f4") {
+    bad_file(argument, path, "dtype '<f4' (float32 little endian)", "dtype '" + h.descr + "'");
+  }
+  if (h.fortran_order) {
+    bad_file(argument, path, "C order (fortran_order False)", "a Fortran-order array");
+  }
+  std::uint64_t count = 1;
+  for (const std::int64_t extent : h.shape) {
+    const auto e = static_cast<std::uint64_t>(extent);
+    if (e != 0 && count > file_size / e) {
+      bad_file(argument, path, "a data section matching the shape",
+               "shape " + shape_text(h.shape) + " larger than the file");
+    }
+    count *= e;
+  }
+  const std::uint64_t data_bytes = file_size - data_offset;
+  if (data_bytes != count * 4) {
+    bad_file(argument, path,
+             std::to_string(count * 4) + " data bytes for shape " + shape_text(h.shape),
+             std::to_string(data_bytes) +
+                 (data_bytes < count * 4 ? " (truncated)" : " (trailing bytes)"));
+  }
+  Array a;
+  a.shape = h.shape;
+  a.data.resize(count);
+  in.seekg(static_cast<std::streamoff>(data_offset));
+  in.read(reinterpret_cast<char*>(a.data.data()), static_cast<std::streamsize>(count * 4));
+  if (static_cast<std::uint64_t>(in.gcount()) != count * 4) {
+    throw Error(ErrorKind::kIo, argument, "a readable .npy file", "'" + path + "': read failed");
+  }
+  swap_if_big_endian(a.data.data(), a.data.size());
+  return a;
+}
+
+std::string encode(const std::vector<std::int64_t>& shape, const float* data) {
+  std::string dict =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_text(shape) + ", }";
+  std::size_t count = 1;
+  for (const std::int64_t e : shape) count *= static_cast<std::size_t>(e);
+  // Version 1.0 stores the header length in 16 bits; larger headers need 2.0.
+  const bool v2 = dict.size() + 1 + 10 > 65535;
+  const std::size_t prefix = v2 ? 12 : 10;
+  const std::size_t padded = (prefix + dict.size() + 1 + 63) / 64 * 64;
+  dict.append(padded - prefix - dict.size() - 1, ' ');
+  dict += '\n';
+  std::string bytes(kMagic, kMagicSize);
+  bytes += static_cast<char>(v2 ? 2 : 1);
+  bytes += '\0';
+  const std::size_t len = dict.size();
+  for (std::size_t i = 0; i < (v2 ? 4u : 2u); ++i)
+    bytes += static_cast<char>((len >> (8 * i)) & 0xff);
+  bytes += dict;
+  const std::size_t data_at = bytes.size();
+  bytes.resize(data_at + count * 4);
+  if (count > 0) std::memcpy(bytes.data() + data_at, data, count * 4);
+  if constexpr (std::endian::native == std::endian::big) {
+    std::vector<float> copy(data, data + count);
+    swap_if_big_endian(copy.data(), count);
+    std::memcpy(bytes.data() + data_at, copy.data(), count * 4);
+  }
+  return bytes;
+}
+
+StagedOutputs::~StagedOutputs() {
+  for (const Pending& p : pending_) {
+    if (!p.temp_path.empty()) std::remove(p.temp_path.c_str());
+  }
+}
+
+void StagedOutputs::stage(const std::string& path, const std::string& bytes,
+                          const std::string& argument) {
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (base.empty())
+    throw Error(ErrorKind::kInvalidArgument, argument, "a file path", "'" + path + "'");
+  std::string temp = dir + "/." + base + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(temp.data());
+  if (fd < 0) {
+    throw Error(ErrorKind::kIo, argument, "a writable path", "'" + path + "': " + io_reason());
+  }
+  pending_.push_back({temp, path, argument});
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  bool ok = ::fchmod(fd, 0666 & ~mask) == 0;
+  std::size_t done = 0;
+  while (ok && done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<std::size_t>(n);
+  }
+  const std::string reason = ok ? std::string() : io_reason();
+  if (::close(fd) != 0 && ok) {
+    throw Error(ErrorKind::kIo, argument, "a writable path", "'" + path + "': " + io_reason());
+  }
+  if (!ok) throw Error(ErrorKind::kIo, argument, "a writable path", "'" + path + "': " + reason);
+}
+
+void StagedOutputs::stage_npy(const std::string& path, const std::vector<std::int64_t>& shape,
+                              const float* data, const std::string& argument) {
+  stage(path, encode(shape, data), argument);
+}
+
+void StagedOutputs::commit() {
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    const Pending& p = pending_[i];
+    if (std::rename(p.temp_path.c_str(), p.final_path.c_str()) != 0) {
+      throw Error(ErrorKind::kIo, p.argument, "a writable path",
+                  "'" + p.final_path + "': " + io_reason());
+    }
+    pending_[i].temp_path.clear();
+  }
+  pending_.clear();
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes,
+                           const std::string& argument) {
+  StagedOutputs out;
+  out.stage(path, bytes, argument);
+  out.commit();
+}
+
+}  // namespace seqattn::npy

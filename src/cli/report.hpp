@@ -1,0 +1,55 @@
+// The scaling report: measured points in, scaling.json / scaling.md / scaling.png out.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/measure.hpp"
+
+namespace seqattn::cli {
+
+struct ReportConfig {
+  Shape shape;  // seq unused
+  std::vector<std::int64_t> seqs;
+  std::vector<int> threads_list;
+  std::vector<std::string> variants;              // built ones, dense first
+  std::map<std::string, std::string> parameters;  // variant -> "window 256+256" etc.
+  std::map<std::string, std::string> not_built;   // variant -> kNotImplemented message
+  double max_dense_seconds = 2;
+  double max_point_seconds = 4;
+  std::int64_t fit_min_seq = 1024;
+  std::int64_t error_rows = 256;
+  int max_repeat = 5;  // most timed runs per point
+  std::string out_dir = "report";
+  std::string python;
+  std::string plot_script;
+  bool plot = true;
+};
+
+struct ReportPoint {
+  std::int64_t seq = 0;
+  std::string variant;
+  int threads = 1;
+  bool measured = false;
+  std::string skip_reason;  // when not measured
+  double median_seconds = 0;
+  double min_seconds = 0;
+  int runs = 0;
+  double flops = 0;
+  double io_bytes = 0;                    // q, k, v and out
+  std::optional<std::int64_t> rss_delta;  // peak RSS growth during the first run
+  std::optional<double> relative_error;   // vs dense; none for dense itself
+  std::int64_t error_rows = 0;            // query rows the error was measured on
+  std::string simd_target;
+
+  double gflops() const { return median_seconds > 0 ? flops / median_seconds * 1e-9 : 0; }
+};
+
+// Fits, crossovers, and the three files. Returns the scaling.md text (also printed).
+std::string write_report(const ReportConfig& config, const std::vector<ReportPoint>& points,
+                         double elapsed_seconds);
+
+}  // namespace seqattn::cli

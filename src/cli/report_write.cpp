@@ -1,0 +1,361 @@
+// scaling.json, scaling.md and scaling.png (the latter drawn by scripts/plot_scaling.py).
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "cli/npy.hpp"
+#include "cli/report.hpp"
+#include "cli/scaling_math.hpp"
+#include "seqattn/error.hpp"
+
+extern char** environ;
+
+namespace seqattn::cli {
+namespace {
+
+struct SeriesKey {
+  std::string variant;
+  int threads;
+};
+
+struct SeriesFit {
+  SeriesKey key;
+  std::optional<PowerFit> fit;
+  std::int64_t from = 0, to = 0;  // S range fitted
+};
+
+struct SeriesCrossover {
+  SeriesKey key;
+  Crossover crossover;
+};
+
+std::vector<SeriesKey> series_keys(const ReportConfig& c) {
+  std::vector<SeriesKey> keys;
+  for (const std::string& v : c.variants) {
+    for (const int t : c.threads_list) keys.push_back({v, t});
+  }
+  return keys;
+}
+
+// Median seconds per configured length for one series; NaN where not measured.
+std::vector<double> series_seconds(const ReportConfig& c, const std::vector<ReportPoint>& points,
+                                   const SeriesKey& key) {
+  std::vector<double> seconds(c.seqs.size(), NAN);
+  for (const ReportPoint& p : points) {
+    if (p.variant != key.variant || p.threads != key.threads || !p.measured) continue;
+    for (std::size_t i = 0; i < c.seqs.size(); ++i) {
+      if (c.seqs[i] == p.seq) seconds[i] = p.median_seconds;
+    }
+  }
+  return seconds;
+}
+
+// Fitted over S >= fit_min_seq (small S is dominated by fixed costs); over every measured point
+// when that leaves fewer than two.
+SeriesFit fit_series(const ReportConfig& c, const std::vector<double>& seconds, SeriesKey key) {
+  SeriesFit result{std::move(key), std::nullopt, 0, 0};
+  for (const std::int64_t min_seq : {c.fit_min_seq, std::int64_t{0}}) {
+    std::vector<double> n, t;
+    for (std::size_t i = 0; i < c.seqs.size(); ++i) {
+      if (c.seqs[i] < min_seq || std::isnan(seconds[i])) continue;
+      n.push_back(static_cast<double>(c.seqs[i]));
+      t.push_back(seconds[i]);
+    }
+    result.fit = fit_power_law(n, t);
+    if (result.fit) {
+      result.from = static_cast<std::int64_t>(n.front());
+      result.to = static_cast<std::int64_t>(n.back());
+      return result;
+    }
+  }
+  return result;
+}
+
+std::string big_o(const std::optional<PowerFit>& fit) {
+  if (!fit) return "n/a";
+  char text[32];
+  std::snprintf(text, sizeof text, "O(N^%.2f)", fit->exponent);
+  return text;
+}
+
+nlohmann::json point_json(const ReportPoint& p) {
+  nlohmann::json j = {{"seq", p.seq},
+                      {"variant", p.variant},
+                      {"threads", p.threads},
+                      {"status", p.measured ? "measured" : "skipped"}};
+  if (!p.measured) {
+    j["skip_reason"] = p.skip_reason;
+    j["median_ms"] = nullptr;
+    j["gflops"] = nullptr;
+    j["relative_error"] = nullptr;
+    return j;
+  }
+  j["median_ms"] = p.median_seconds * 1e3;
+  j["min_ms"] = p.min_seconds * 1e3;
+  j["runs"] = p.runs;
+  j["gflops"] = number_or_null(p.gflops());
+  j["flops"] = p.flops;
+  j["io_mb"] = p.io_bytes / 1048576.0;
+  j["rss_delta_mb"] = p.rss_delta ? nlohmann::json(static_cast<double>(*p.rss_delta) / 1048576.0)
+                                  : nlohmann::json(nullptr);
+  j["relative_error"] =
+      p.relative_error ? number_or_null(*p.relative_error) : nlohmann::json(nullptr);
+  if (p.relative_error) j["error_rows"] = p.error_rows;
+  return j;
+}
+
+std::string fixed(double value, int digits) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
+const ReportPoint* find_point(const std::vector<ReportPoint>& points, std::int64_t seq,
+                              const std::string& variant, int threads) {
+  for (const ReportPoint& p : points) {
+    if (p.seq == seq && p.variant == variant && p.threads == threads) return &p;
+  }
+  return nullptr;
+}
+
+void time_table(std::ostream& md, const ReportConfig& c, const std::vector<ReportPoint>& points) {
+  md << "Median kernel time in ms (GFLOP/s in parentheses; FLOPs are each variant's own count). "
+     << "`-` = skipped (predicted to exceed the per-run cap: " << fixed(c.max_dense_seconds, 1)
+     << " s for dense by the O(N^2) rule, " << fixed(c.max_point_seconds, 1)
+     << " s for the others).\n\n| S |";
+  const std::vector<SeriesKey> keys = series_keys(c);
+  for (const SeriesKey& k : keys) md << " " << k.variant << " " << k.threads << "T |";
+  md << "\n|---:|";
+  for (std::size_t i = 0; i < keys.size(); ++i) md << "---:|";
+  md << "\n";
+  for (const std::int64_t seq : c.seqs) {
+    md << "| " << seq << " |";
+    for (const SeriesKey& k : keys) {
+      const ReportPoint* hit = find_point(points, seq, k.variant, k.threads);
+      if (hit == nullptr || !hit->measured) {
+        md << " - |";
+      } else {
+        md << " " << fixed(hit->median_seconds * 1e3, 3) << " (" << fixed(hit->gflops(), 1)
+           << ") |";
+      }
+    }
+    md << "\n";
+  }
+}
+
+void error_table(std::ostream& md, const ReportConfig& c, const std::vector<ReportPoint>& points) {
+  md << "\n## Relative error vs exact dense\n\nmax |out - dense| / max |dense| on the same "
+        "random inputs (uniform [-1, 1)). Where dense itself was skipped, dense is computed on "
+     << c.error_rows << " evenly spaced query rows only (exact for those rows) and the error is "
+     << "over those rows (marked *).\n\n| S |";
+  for (const std::string& v : c.variants) {
+    if (v != "dense") md << " " << v << " |";
+  }
+  md << "\n|---:|";
+  for (std::size_t i = 1; i < c.variants.size(); ++i) md << "---:|";
+  md << "\n";
+  for (const std::int64_t seq : c.seqs) {
+    md << "| " << seq << " |";
+    for (const std::string& v : c.variants) {
+      if (v == "dense") continue;
+      std::string cell = "-";
+      for (const ReportPoint& p : points) {
+        if (p.seq != seq || p.variant != v || !p.relative_error) continue;
+        char text[48];
+        std::snprintf(text, sizeof text, "%.2e%s", *p.relative_error,
+                      p.error_rows < seq ? "*" : "");
+        cell = text;
+      }
+      md << " " << cell << " |";
+    }
+    md << "\n";
+  }
+  md << "\nSliding window is exact while S <= 2·window + 1. Beyond that, and for linear and "
+        "Linformer at any S, these are different functions from softmax attention, not rounding: "
+        "with uniform random inputs every query spreads its weight over many keys, so the dense "
+        "output is an average with small max |dense| (about 1/sqrt(S)), and Linformer's untrained "
+        "N(0, 1/k) projections scale K' and V' by about sqrt(S/k). Read the column as how far "
+        "each variant is from exact attention on unstructured data.\n";
+}
+
+void fit_and_crossover_tables(std::ostream& md, const ReportConfig& c,
+                              const std::vector<SeriesFit>& fits,
+                              const std::vector<SeriesCrossover>& crossovers) {
+  md << "\n## Complexity fits\n\nLeast squares of log(time) against log(S) over S >= "
+     << c.fit_min_seq << " (all measured points when fewer than two qualify).\n\n"
+     << "| variant | threads | parameters | fit | points | S range |\n"
+     << "|---|---:|---|---|---:|---|\n";
+  for (const SeriesFit& f : fits) {
+    md << "| " << f.key.variant << " | " << f.key.threads << " | " << c.parameters.at(f.key.variant)
+       << " | " << big_o(f.fit) << " | " << (f.fit ? f.fit->points : 0) << " | " << f.from << "–"
+       << f.to << " |\n";
+  }
+  md << "\n## Crossovers (where a variant becomes faster than dense)\n\n"
+     << "| variant | threads | S | how |\n|---|---:|---:|---|\n";
+  for (const SeriesCrossover& x : crossovers) {
+    md << "| " << x.key.variant << " | " << x.key.threads << " | "
+       << (x.crossover.n ? fixed(*x.crossover.n, 0) : std::string("-")) << " | " << x.crossover.note
+       << " |\n";
+  }
+}
+
+std::string markdown(const ReportConfig& c, const std::vector<ReportPoint>& points,
+                     const std::vector<SeriesFit>& fits,
+                     const std::vector<SeriesCrossover>& crossovers, const std::string& target,
+                     double elapsed) {
+  std::ostringstream md;
+  md << "# seqattn scaling report\n\n"
+     << "B=" << c.shape.batch << ", H=" << c.shape.heads << ", D=" << c.shape.dim
+     << ", fp32, non-causal, S_q = S_k = S; SIMD target " << target << "; sweep took "
+     << fixed(elapsed, 1) << " s.\n\n";
+  time_table(md, c, points);
+  error_table(md, c, points);
+  fit_and_crossover_tables(md, c, fits, crossovers);
+  if (!c.not_built.empty()) {
+    md << "\n## Not built (skipped)\n\n";
+    for (const auto& [v, why] : c.not_built) md << "- " << v << ": " << why << "\n";
+  }
+  md << "\nMemory: `rss_delta_mb` in scaling.json is the growth of the peak resident set during "
+        "each point's first run (inputs and output are allocated before; memory the allocator "
+        "reuses is not counted); `io_mb` is the size of q, k, v and out.\n\n"
+        "![scaling](scaling.png)\n";
+  return md.str();
+}
+
+bool is_file(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
+}
+
+// The plot script: --plot-script, $SEQATTN_PLOT_SCRIPT, <prefix>/share/seqattn next to an
+// installed binary, or the source tree this binary was built from.
+std::string plot_script(const ReportConfig& c) {
+  if (!c.plot_script.empty()) return c.plot_script;
+  if (const char* env = std::getenv("SEQATTN_PLOT_SCRIPT")) return env;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    std::string dir(exe, static_cast<std::size_t>(n));
+    dir = dir.substr(0, dir.rfind('/'));
+    const std::string installed = dir + "/../share/seqattn/plot_scaling.py";
+    if (is_file(installed)) return installed;
+  }
+  return SEQATTN_PLOT_SCRIPT;
+}
+
+void run_plot(const ReportConfig& c, const std::string& json_path, const std::string& png_path) {
+  std::string python = c.python;
+  if (python.empty()) python = is_file("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  const std::string script = plot_script(c);
+  if (!is_file(script)) {
+    throw Error(ErrorKind::kIo, "--plot-script", "the path of scripts/plot_scaling.py",
+                "'" + script + "' (not found)", "pass --plot-script or --no-plot");
+  }
+  const std::string temp_png = png_path + ".tmp.png";
+  std::vector<std::string> args = {python, script, json_path, temp_png};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int status = 0;
+  const int spawned = ::posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ);
+  const bool ok = spawned == 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+                  WEXITSTATUS(status) == 0;
+  if (!ok || std::rename(temp_png.c_str(), png_path.c_str()) != 0) {
+    std::remove(temp_png.c_str());
+    throw Error(ErrorKind::kIo, "plot", "'" + python + " " + script + "' to write " + png_path,
+                spawned != 0 ? "cannot start " + python : "exit status " + std::to_string(status),
+                "scaling.json and scaling.md were written; pass --no-plot to skip the figure");
+  }
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return text;
+}
+
+nlohmann::json meta_json(const ReportConfig& c, const std::string& target, double elapsed) {
+  return {{"batch", c.shape.batch},
+          {"heads", c.shape.heads},
+          {"dim", c.shape.dim},
+          {"seqs", c.seqs},
+          {"threads_list", c.threads_list},
+          {"variants", c.variants},
+          {"parameters", c.parameters},
+          {"not_built", c.not_built},
+          {"simd_target", target},
+          {"date", utc_now()},
+          {"elapsed_seconds", elapsed},
+          {"max_dense_seconds", c.max_dense_seconds},
+          {"max_point_seconds", c.max_point_seconds},
+          {"fit_min_seq", c.fit_min_seq},
+          {"error_metric",
+           "max|out-dense|/max|dense|; error_rows < seq means dense on evenly spaced sampled "
+           "query rows"},
+          {"memory", "rss_delta_mb: peak RSS growth during the first run of a point"}};
+}
+
+nlohmann::json fit_json(const SeriesFit& f) {
+  return {{"variant", f.key.variant},
+          {"threads", f.key.threads},
+          {"exponent", f.fit ? nlohmann::json(f.fit->exponent) : nlohmann::json()},
+          {"coefficient", f.fit ? nlohmann::json(f.fit->coefficient) : nlohmann::json()},
+          {"points", f.fit ? f.fit->points : 0},
+          {"from_seq", f.from},
+          {"to_seq", f.to},
+          {"label", big_o(f.fit)}};
+}
+
+nlohmann::json crossover_json(const SeriesCrossover& x) {
+  return {{"variant", x.key.variant},
+          {"threads", x.key.threads},
+          {"seq", x.crossover.n ? nlohmann::json(*x.crossover.n) : nlohmann::json()},
+          {"note", x.crossover.note}};
+}
+
+}  // namespace
+
+std::string write_report(const ReportConfig& c, const std::vector<ReportPoint>& points,
+                         double elapsed) {
+  std::vector<SeriesFit> fits;
+  std::vector<SeriesCrossover> crossovers;
+  const std::vector<double> n(c.seqs.begin(), c.seqs.end());
+  for (const SeriesKey& key : series_keys(c)) {
+    const std::vector<double> seconds = series_seconds(c, points, key);
+    fits.push_back(fit_series(c, seconds, key));
+    if (key.variant == "dense") continue;
+    const std::vector<double> dense = series_seconds(c, points, {"dense", key.threads});
+    crossovers.push_back({key, find_crossover(n, seconds, dense)});
+  }
+  const std::string target = simd_target();
+  nlohmann::json j = {{"meta", meta_json(c, target, elapsed)},
+                      {"points", nlohmann::json::array()},
+                      {"fits", nlohmann::json::array()},
+                      {"crossovers", nlohmann::json::array()}};
+  for (const ReportPoint& p : points) j["points"].push_back(point_json(p));
+  for (const SeriesFit& f : fits) j["fits"].push_back(fit_json(f));
+  for (const SeriesCrossover& x : crossovers) j["crossovers"].push_back(crossover_json(x));
+
+  ::mkdir(c.out_dir.c_str(), 0777);  // an existing directory is fine; errors surface below
+  const std::string json_path = c.out_dir + "/scaling.json";
+  const std::string md = markdown(c, points, fits, crossovers, target, elapsed);
+  npy::StagedOutputs staged;
+  staged.stage(json_path, j.dump(2) + "\n", "--out-dir");
+  staged.stage(c.out_dir + "/scaling.md", md, "--out-dir");
+  staged.commit();
+  if (c.plot) run_plot(c, json_path, c.out_dir + "/scaling.png");
+  return md;
+}
+
+}  // namespace seqattn::cli

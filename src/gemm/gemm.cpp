@@ -1,0 +1,148 @@
+// The GEMM dispatcher: argument validation, the split of C into one rectangle per thread, and
+// runtime dispatch to the best compiled Highway target's kernels (gemm_kernels-inl.h).
+#include "gemm/gemm.hpp"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "gemm/gemm.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "gemm/gemm_kernels-inl.h"
+
+#if HWY_ONCE
+#include <omp.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "runtime/validate.hpp"
+
+namespace seqattn::detail {
+
+HWY_EXPORT(GemmRectangle);
+HWY_EXPORT(TargetBlocking);
+
+namespace {
+
+std::string str(std::int64_t x) { return std::to_string(x); }
+
+// A stored operand, rows `ld` apart holding `cols` each; null only when it is empty.
+void check_operand(const char* name, const void* p, bool empty, std::int64_t cols,
+                   std::int64_t ld) {
+  const std::string n(name);
+  const std::int64_t min_ld = std::max<std::int64_t>(cols, 1);
+  if (ld < min_ld) fail("ld" + n, ">= " + str(min_ld) + " (the stored row length)", str(ld));
+  if (!empty && p == nullptr) fail(n, "a non-null pointer (the operand is not empty)", "nullptr");
+}
+
+// Below this many FLOPs per thread, forking costs more than it saves.
+constexpr double kMinFlopsPerThread = 4e6;
+
+// Packing one element of A or B costs about as much as this many multiply-adds of the kernel
+// (a scattered load/store pair against 32 FMAs per cycle at full rate).
+constexpr double kPackCostInMacs = 24.0;
+
+// Splits C into a tm × tn grid of rectangles whose edges fall on mr/nr tile boundaries. Each
+// thread packs its own rows of A and columns of B, so the cost of a rectangle is
+// rows·cols (multiply-adds per k) + kPackCostInMacs·(rows + cols) (packing per k); the grid
+// with the cheapest largest rectangle wins (ties: more column splits).
+std::vector<GemmRect> split_rectangles(std::size_t m, std::size_t n, std::size_t k, std::size_t mr,
+                                       std::size_t nr, int threads) {
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const double useful = std::max(1.0, flops / kMinFlopsPerThread);
+  const int nt = std::max(1, static_cast<int>(std::min(static_cast<double>(threads), useful)));
+  const std::size_t tiles_m = (m + mr - 1) / mr, tiles_n = (n + nr - 1) / nr;
+  std::size_t best_tm = 1, best_tn = 1;
+  double best_cost = -1.0;
+  for (int used = nt; used >= 1 && best_cost < 0.0; --used) {
+    for (std::size_t tm = 1; tm <= static_cast<std::size_t>(used); ++tm) {
+      if (used % tm != 0) continue;
+      const std::size_t tn = static_cast<std::size_t>(used) / tm;
+      if (tm > tiles_m || tn > tiles_n) continue;
+      const double rows = static_cast<double>((tiles_m + tm - 1) / tm * mr);
+      const double cols = static_cast<double>((tiles_n + tn - 1) / tn * nr);
+      const double cost = rows * cols + kPackCostInMacs * (rows + cols);
+      if (best_cost < 0.0 || cost < best_cost || (cost == best_cost && tn > best_tn)) {
+        best_cost = cost;
+        best_tm = tm;
+        best_tn = tn;
+      }
+    }
+  }
+  std::vector<GemmRect> rects;
+  for (std::size_t a = 0; a < best_tm; ++a) {
+    const std::size_t r0 = std::min(m, tiles_m * a / best_tm * mr);
+    const std::size_t r1 = std::min(m, tiles_m * (a + 1) / best_tm * mr);
+    for (std::size_t b = 0; b < best_tn; ++b) {
+      const std::size_t c0 = std::min(n, tiles_n * b / best_tn * nr);
+      const std::size_t c1 = std::min(n, tiles_n * (b + 1) / best_tn * nr);
+      if (r1 > r0 && c1 > c0) rects.push_back({r0, r1 - r0, c0, c1 - c0});
+    }
+  }
+  return rects;
+}
+
+// k = 0 or alpha = 0: C = beta·C (BLAS semantics: A and B are not read).
+void scale_c(const GemmArgs& g) {
+  for (std::size_t i = 0; i < g.m; ++i) {
+    float* row = g.c + i * g.ldc;
+    for (std::size_t j = 0; j < g.n; ++j) row[j] = g.beta == 0.0f ? 0.0f : g.beta * row[j];
+  }
+}
+
+}  // namespace
+
+void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+           float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+           float beta, float* c, std::int64_t ldc, int threads) {
+  if (m < 0) fail("m", ">= 0", str(m));
+  if (n < 0) fail("n", ">= 0", str(n));
+  if (k < 0) fail("k", ">= 0", str(k));
+  if (threads < 0) fail("threads", ">= 0 (0 = all cores)", str(threads));
+  const bool ta = trans_a == Transpose::kYes, tb = trans_b == Transpose::kYes;
+  check_operand("a", a, m == 0 || k == 0, ta ? m : k, lda);
+  check_operand("b", b, k == 0 || n == 0, tb ? k : n, ldb);
+  check_operand("c", c, m == 0 || n == 0, n, ldc);
+  if (m == 0 || n == 0) return;
+
+  GemmArgs g;
+  g.trans_a = ta;
+  g.trans_b = tb;
+  g.m = static_cast<std::size_t>(m);
+  g.n = static_cast<std::size_t>(n);
+  g.k = static_cast<std::size_t>(k);
+  g.alpha = alpha;
+  g.beta = beta;
+  g.a = a;
+  g.lda = static_cast<std::size_t>(lda);
+  g.b = b;
+  g.ldb = static_cast<std::size_t>(ldb);
+  g.c = c;
+  g.ldc = static_cast<std::size_t>(ldc);
+  if (k == 0 || alpha == 0.0f) {
+    scale_c(g);
+    return;
+  }
+  // Resolving the blocking first also initialises Highway's target choice before any thread
+  // calls through the dispatch table.
+  const GemmBlockingInfo blocking = HWY_DYNAMIC_DISPATCH(TargetBlocking)();
+  const int wanted = threads == 0 ? omp_get_max_threads() : threads;
+  const std::vector<GemmRect> rects =
+      split_rectangles(g.m, g.n, g.k, static_cast<std::size_t>(blocking.mr),
+                       static_cast<std::size_t>(blocking.nr), wanted);
+  const int count = static_cast<int>(rects.size());
+  if (count == 1) {
+    HWY_DYNAMIC_DISPATCH(GemmRectangle)(g, rects[0]);
+    return;
+  }
+#pragma omp parallel for num_threads(count) schedule(static, 1)
+  for (int t = 0; t < count; ++t)
+    HWY_DYNAMIC_DISPATCH(GemmRectangle)(g, rects[static_cast<std::size_t>(t)]);
+}
+
+GemmBlockingInfo gemm_blocking() { return HWY_DYNAMIC_DISPATCH(TargetBlocking)(); }
+
+}  // namespace seqattn::detail
+#endif  // HWY_ONCE

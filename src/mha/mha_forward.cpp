@@ -1,0 +1,202 @@
+// MultiHeadAttention::forward: projections by the packed GEMM, heads split and merged through
+// strided views (no transposing copies), attention by attend() for any variant.
+#include <omp.h>
+
+#include <chrono>
+#include <string>
+
+#include "gemm/gemm.hpp"
+#include "mha/mha_impl.hpp"
+#include "runtime/validate.hpp"
+#include "seqattn/error.hpp"
+#include "seqattn/mha.hpp"
+
+namespace seqattn {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using detail::Transpose;
+
+std::string str(std::int64_t x) { return std::to_string(x); }
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+template <class T>
+void check_sequence(const std::string& name, const SequenceView<T>& s, std::int64_t d_model) {
+  if (s.data == nullptr) detail::fail(name + ".data", "a non-null pointer", "nullptr");
+  if (s.batch < 1) detail::fail(name + ".batch", ">= 1", str(s.batch));
+  if (s.seq < 1) detail::fail(name + ".seq", ">= 1", str(s.seq));
+  if (s.features != d_model)
+    detail::fail(name + ".features", str(d_model) + " (d_model)", str(s.features));
+  if (s.row_stride != 0 && s.row_stride < s.features) {
+    detail::fail(name + ".row_stride", "0 (contiguous) or >= features = " + str(s.features),
+                 str(s.row_stride));
+  }
+}
+
+void check_out(const SequenceView<float>& out, const SequenceView<const float>& x_q,
+               std::int64_t d_model) {
+  check_sequence("out", out, d_model);
+  if (out.batch != x_q.batch)
+    detail::fail("out.batch", str(x_q.batch) + " (the queries' batch)", str(out.batch));
+  if (out.seq != x_q.seq)
+    detail::fail("out.seq", str(x_q.seq) + " (the queries' seq)", str(out.seq));
+}
+
+// Bytes [first, last) spanned by the B·S rows of a sequence view.
+detail::ByteRange span_of(const SequenceView<float>& s) {
+  const auto first = reinterpret_cast<std::uintptr_t>(s.data);
+  const std::int64_t elements = (s.batch * s.seq - 1) * s.stride() + s.features;
+  return {first, first + static_cast<std::uintptr_t>(elements) * sizeof(float)};
+}
+
+// rows × cols block (ld apart) += bias broadcast over rows.
+void add_bias(float* c, std::int64_t rows, std::int64_t cols, std::int64_t ld, const float* bias,
+              int threads) {
+  const int nt = threads == 0 ? omp_get_max_threads() : threads;
+#pragma omp parallel for num_threads(nt) schedule(static) if (rows * cols > (1 << 16))
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = c + r * ld;
+    for (std::int64_t j = 0; j < cols; ++j) row[j] += bias[j];
+  }
+}
+
+// A projected [B, S, heads·d] activation (rows ld floats apart) seen as [B, heads, S, d]: bshd()
+// generalised to a row stride, since the fused Q|K|V rows are wider than one projection.
+ConstTensor head_view(const float* data, std::int64_t batch, std::int64_t seq, std::int64_t heads,
+                      std::int64_t d, std::int64_t ld) {
+  return {data, {batch, heads, seq, d}, {seq * ld, d, ld, 1}};
+}
+
+}  // namespace
+
+void MultiHeadAttention::Impl::check_ready() const {
+  constexpr const char* kWeights[4] = {"W_Q", "W_K", "W_V", "W_O"};
+  constexpr const char* kBiases[4] = {"b_Q", "b_K", "b_V", "b_O"};
+  const std::size_t used = config.output_projection ? 4 : 3;
+  for (std::size_t i = 0; i < used; ++i) {
+    if (!weights_set[i]) {
+      detail::fail(kWeights[i], "set by set_weights() or set_weights_pytorch() before forward()",
+                   "not set");
+    }
+    if (config.bias && !bias_set[i]) {
+      detail::fail(kBiases[i], "set by set_bias() before forward() (config.bias = true)",
+                   "not set");
+    }
+  }
+}
+
+MhaRecord MultiHeadAttention::forward(const SequenceView<const float>& x,
+                                      const SequenceView<float>& out, const Mask& mask,
+                                      const std::optional<Tensor>& weights) {
+  check_sequence("x", x, impl_->config.d_model);
+  return run_forward(x, x, true, out, mask, weights);
+}
+
+MhaRecord MultiHeadAttention::forward(const SequenceView<const float>& x_q,
+                                      const SequenceView<const float>& x_kv,
+                                      const SequenceView<float>& out, const Mask& mask,
+                                      const std::optional<Tensor>& weights) {
+  check_sequence("x_q", x_q, impl_->config.d_model);
+  check_sequence("x_kv", x_kv, impl_->config.d_model);
+  if (x_kv.batch != x_q.batch)
+    detail::fail("x_kv.batch", str(x_q.batch) + " (x_q's batch)", str(x_kv.batch));
+  return run_forward(x_q, x_kv, false, out, mask, weights);
+}
+
+// Self-attention projects x once through the fused [W_Q | W_K | W_V]; cross attention projects
+// x_q through W_Q and x_kv through [W_K | W_V].
+MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
+                                          const SequenceView<const float>& xkv, bool self,
+                                          const SequenceView<float>& out, const Mask& mask,
+                                          const std::optional<Tensor>& weights) {
+  Impl& m = *impl_;
+  const auto start = Clock::now();
+  const std::int64_t d_model = m.config.d_model, heads = m.config.num_heads;
+  check_out(out, xq, d_model);
+  m.check_ready();
+  if (weights && m.config.output_projection) {
+    const detail::ByteRange rw = detail::check_view("weights", weights->data, weights->shape,
+                                                    weights->strides, sizeof(float));
+    if (rw.overlaps(span_of(out))) {
+      detail::fail("weights", "memory disjoint from 'out'", "overlapping address ranges");
+    }
+  }
+  const std::int64_t batch = xq.batch, rows_q = batch * xq.seq, rows_kv = batch * xkv.seq;
+  const int threads = m.threads();
+
+  // Workspace: projected Q|K|V (self) or Q then K|V (cross), then the concatenated heads.
+  const std::int64_t q_ld = self ? m.qkv_width : d_model;
+  const std::int64_t kv_ld = self ? m.qkv_width : 2 * m.kv_width;
+  const std::int64_t proj_floats = self ? rows_q * m.qkv_width : rows_q * d_model + rows_kv * kv_ld;
+  const std::int64_t concat_floats = m.config.output_projection ? rows_q * d_model : 0;
+  float* const ws = m.scratch(static_cast<std::size_t>(proj_floats + concat_floats));
+  float* const q = ws;
+  float* const kv = self ? ws + d_model : ws + rows_q * d_model;
+  float* const concat = ws + proj_floats;
+
+  MhaRecord record;
+  const auto proj_start = Clock::now();
+  const float* w = m.w_qkv.data();
+  if (self) {
+    detail::sgemm(Transpose::kNo, Transpose::kNo, rows_q, m.qkv_width, d_model, 1.0f, xq.data,
+                  xq.stride(), w, m.qkv_width, 0.0f, q, m.qkv_width, threads);
+  } else {
+    detail::sgemm(Transpose::kNo, Transpose::kNo, rows_q, d_model, d_model, 1.0f, xq.data,
+                  xq.stride(), w, m.qkv_width, 0.0f, q, d_model, threads);
+    detail::sgemm(Transpose::kNo, Transpose::kNo, rows_kv, 2 * m.kv_width, d_model, 1.0f, xkv.data,
+                  xkv.stride(), w + d_model, m.qkv_width, 0.0f, kv, kv_ld, threads);
+  }
+  const auto proj_stop = Clock::now();
+  if (m.config.bias) {
+    if (self) {
+      add_bias(q, rows_q, m.qkv_width, m.qkv_width, m.b_qkv.data(), threads);
+    } else {
+      add_bias(q, rows_q, d_model, d_model, m.b_qkv.data(), threads);
+      add_bias(kv, rows_kv, 2 * m.kv_width, kv_ld, m.b_qkv.data() + d_model, threads);
+    }
+  }
+  const auto attn_start = Clock::now();
+
+  const std::int64_t dk = m.d_k;
+  const ConstTensor qv = head_view(q, batch, xq.seq, heads, dk, q_ld);
+  const ConstTensor kvw = head_view(kv, batch, xkv.seq, m.h_kv, dk, kv_ld);
+  const ConstTensor vv = head_view(kv + m.kv_width, batch, xkv.seq, m.h_kv, dk, kv_ld);
+  // The heads' outputs land directly in [B, S, H·d_v] order (concatenated), or in out itself
+  // when there is no output projection.
+  float* const heads_out = m.config.output_projection ? concat : out.data;
+  const std::int64_t heads_ld = m.config.output_projection ? d_model : out.stride();
+  const Tensor ov{heads_out, {batch, heads, xq.seq, dk}, {xq.seq * heads_ld, dk, heads_ld, 1}};
+  AttentionOptions options;
+  options.variant = m.config.variant;
+  options.mask = mask;
+  options.weights = weights;
+  options.threads = threads;
+  record.attention = attend(qv, kvw, vv, ov, options);
+  const auto attn_stop = Clock::now();
+
+  if (m.config.output_projection) {
+    detail::sgemm(Transpose::kNo, Transpose::kNo, rows_q, d_model, d_model, 1.0f, concat, d_model,
+                  m.w_o.data(), d_model, 0.0f, out.data, out.stride(), threads);
+  }
+  const auto out_proj_stop = Clock::now();
+  if (m.config.output_projection && m.config.bias) {
+    add_bias(out.data, rows_q, d_model, out.stride(), m.b_o.data(), threads);
+  }
+  const auto stop = Clock::now();
+
+  const double in = static_cast<double>(d_model);
+  record.projection_flops =
+      2.0 * in *
+      (static_cast<double>(rows_q) * d_model + static_cast<double>(rows_kv) * 2.0 * m.kv_width);
+  if (m.config.output_projection) record.projection_flops += 2.0 * in * rows_q * d_model;
+  record.projection_seconds =
+      seconds_between(proj_start, proj_stop) + seconds_between(attn_stop, out_proj_stop);
+  record.attention_seconds = seconds_between(attn_start, attn_stop);
+  record.total_seconds = seconds_between(start, stop);
+  return record;
+}
+
+}  // namespace seqattn

@@ -1,0 +1,62 @@
+// MultiHeadAttention's private state, shared by the weight setters (mha.cpp) and the forward
+// pass (mha_forward.cpp).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "seqattn/mha.hpp"
+
+namespace seqattn {
+
+struct MultiHeadAttention::Impl {
+  MhaConfig config;
+  std::int64_t d_k = 0;        // = d_v
+  std::int64_t h_kv = 0;       // resolved num_kv_heads
+  std::int64_t kv_width = 0;   // h_kv · d_k, the columns of W_K and W_V
+  std::int64_t qkv_width = 0;  // d_model + 2·kv_width
+
+  // W_Q, W_K and W_V side by side as one [d_model, qkv_width] matrix, so that self-attention
+  // projects with a single GEMM; W_O is [d_model, d_model]. Both [in, out] row-major.
+  std::vector<float> w_qkv, w_o;
+  std::vector<float> b_qkv, b_o;  // sized only when config.bias
+  std::array<bool, 4> weights_set{};
+  std::array<bool, 4> bias_set{};
+
+  // Projected activations, reused between calls (uninitialised: every element is written by a
+  // beta = 0 GEMM before it is read).
+  std::unique_ptr<float[]> workspace;
+  std::size_t workspace_floats = 0;
+
+  float* scratch(std::size_t floats) {
+    if (workspace_floats < floats) {
+      workspace = std::make_unique_for_overwrite<float[]>(floats);
+      workspace_floats = floats;
+    }
+    return workspace.get();
+  }
+
+  // First column of a projection's weights in the fused matrix (Q, K, V) or 0 for W_O.
+  std::int64_t column_offset(Projection which) const {
+    switch (which) {
+      case Projection::kQuery:
+        return 0;
+      case Projection::kKey:
+        return config.d_model;
+      case Projection::kValue:
+        return config.d_model + kv_width;
+      case Projection::kOutput:
+        return 0;
+    }
+    return 0;
+  }
+  int threads() const { return config.threads; }
+
+  // Throws Error naming the first weight or bias forward() needs that was never set.
+  void check_ready() const;
+};
+
+}  // namespace seqattn

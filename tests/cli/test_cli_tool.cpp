@@ -1,0 +1,377 @@
+// The seqattn executable end to end: inputs are written from the test, the binary (path from
+// the build, SEQATTN_CLI_PATH) is run, and its files, output and exit code are checked.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/npy.hpp"
+#include "seqattn/policy.hpp"
+
+namespace seqattn {
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// The document's numbers in double: X, the projections, softmax(Q Kᵀ/√2) and its product with V.
+struct Expected {
+  double out[3][2], weights[3][3], lse[3];
+};
+
+Expected document_expected() {
+  const double x[3][2] = {{1, 0}, {1, 1}, {0.1, 1}};
+  double q[3][2], k[3][2], v[3][2];
+  for (int i = 0; i < 3; ++i) {
+    q[i][0] = x[i][0];  // W_Q = I
+    q[i][1] = x[i][1];
+    k[i][0] = k[i][1] = x[i][0] + x[i][1];  // W_K = all ones
+    v[i][0] = x[i][0] + x[i][1];            // W_V = [[1, 0], [1, 1]]
+    v[i][1] = x[i][1];
+  }
+  Expected e{};
+  for (int i = 0; i < 3; ++i) {
+    double s[3], m = -1e300, sum = 0;
+    for (int j = 0; j < 3; ++j) {
+      s[j] = (q[i][0] * k[j][0] + q[i][1] * k[j][1]) / std::sqrt(2.0);
+      m = std::max(m, s[j]);
+    }
+    for (double& score : s) sum += (score = std::exp(score - m));
+    e.lse[i] = m + std::log(sum);
+    for (int j = 0; j < 3; ++j) e.weights[i][j] = s[j] / sum;
+    for (int d = 0; d < 2; ++d) {
+      for (int j = 0; j < 3; ++j) e.out[i][d] += e.weights[i][j] * v[j][d];
+    }
+  }
+  return e;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/seqattn_cli_XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+
+  Result run(const std::string& args) const {
+    const std::string command = std::string("'") + SEQATTN_CLI_PATH + "' " + args + " >'" +
+                                path("stdout.txt") + "' 2>'" + path("stderr.txt") + "'";
+    const int status = std::system(command.c_str());
+    Result r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = read(path("stdout.txt"));
+    r.err = read(path("stderr.txt"));
+    std::remove(path("stdout.txt").c_str());
+    std::remove(path("stderr.txt").c_str());
+    return r;
+  }
+  static std::string read(const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  void save(const std::string& name, const std::vector<std::int64_t>& shape,
+            const std::vector<float>& values) const {
+    npy::write_file_atomically(path(name), npy::encode(shape, values.data()), "test");
+  }
+  std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    DIR* d = ::opendir(dir_.c_str());
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    ::closedir(d);
+    return names;
+  }
+  bool exists(const std::string& name) const { return ::access(path(name).c_str(), F_OK) == 0; }
+
+  // The document example (seed 000): Q = X W_Q, K = X W_K, V = X W_V with d_k = 2.
+  void write_document_example() const {
+    const double x[3][2] = {{1, 0}, {1, 1}, {0.1, 1}};
+    const double wq[2][2] = {{1, 0}, {0, 1}}, wk[2][2] = {{1, 1}, {1, 1}},
+                 wv[2][2] = {{1, 0}, {1, 1}};
+    auto project = [&](const double(&w)[2][2]) {
+      std::vector<float> m;
+      for (const auto& row : x) {
+        for (int c = 0; c < 2; ++c)
+          m.push_back(static_cast<float>(row[0] * w[0][c] + row[1] * w[1][c]));
+      }
+      return m;
+    };
+    save("q.npy", {3, 2}, project(wq));
+    save("k.npy", {3, 2}, project(wk));
+    save("v.npy", {3, 2}, project(wv));
+  }
+
+  std::string dir_;
+};
+
+TEST_F(CliTest, RunReproducesTheDocumentExample) {
+  write_document_example();
+  const Result r = run("run --q " + path("q.npy") + " --k " + path("k.npy") + " --v " +
+                       path("v.npy") + " --out " + path("out.npy") + " --weights " + path("w.npy") +
+                       " --lse " + path("lse.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("dense"), std::string::npos) << r.err;
+
+  const Expected e = document_expected();
+  const npy::Array out = npy::load(path("out.npy"), "out");
+  const npy::Array w = npy::load(path("w.npy"), "weights");
+  const npy::Array lse = npy::load(path("lse.npy"), "lse");
+  ASSERT_EQ(out.shape, (std::vector<std::int64_t>{3, 2}));
+  ASSERT_EQ(w.shape, (std::vector<std::int64_t>{3, 3}));
+  ASSERT_EQ(lse.shape, (std::vector<std::int64_t>{3}));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(lse.data[i], e.lse[i], 1e-4);
+    for (int d = 0; d < 2; ++d) EXPECT_NEAR(out.data[i * 2 + d], e.out[i][d], 1e-4) << "row " << i;
+    for (int j = 0; j < 3; ++j) EXPECT_NEAR(w.data[i * 3 + j], e.weights[i][j], 1e-4);
+  }
+  // The document prints the weights rounded to 4 places: first row 0.2438 0.4945 0.2617.
+  EXPECT_NEAR(w.data[0], 0.2438, 1e-4);
+  EXPECT_NEAR(out.data[0], 1.5207, 1e-4);
+}
+
+TEST_F(CliTest, RunJsonPrintsTheRunRecord) {
+  write_document_example();
+  const Result r = run("run --json --threads 1 --q " + path("q.npy") + " --k " + path("k.npy") +
+                       " --v " + path("v.npy") + " --out " + path("out.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const char* key : {"variant", "reason", "ms", "gflops", "flops", "threads", "simd_target"}) {
+    EXPECT_TRUE(j.contains(key)) << key << " missing in " << r.out;
+  }
+  EXPECT_EQ(j["variant"], "dense");
+  EXPECT_EQ(j["threads"], 1);
+  EXPECT_EQ(j["reason"], "requested explicitly");
+}
+
+TEST_F(CliTest, BshdLayoutMatchesBhsd) {
+  // [B=1, H=2, S=3, D=2] in BHSD and the same numbers transposed to [B, S, H, D].
+  std::vector<float> bhsd(12), bshd(12);
+  for (int i = 0; i < 12; ++i) bhsd[i] = std::sin(1.7f * i);
+  for (int h = 0; h < 2; ++h) {
+    for (int s = 0; s < 3; ++s) {
+      for (int d = 0; d < 2; ++d) bshd[(s * 2 + h) * 2 + d] = bhsd[(h * 3 + s) * 2 + d];
+    }
+  }
+  save("a.npy", {1, 2, 3, 2}, bhsd);
+  save("b.npy", {1, 3, 2, 2}, bshd);
+  const std::string a = path("a.npy"), b = path("b.npy");
+  ASSERT_EQ(run("run --q " + a + " --k " + a + " --v " + a + " --out " + path("oa.npy")).exit_code,
+            0);
+  ASSERT_EQ(
+      run("run --layout bshd --q " + b + " --k " + b + " --v " + b + " --out " + path("ob.npy"))
+          .exit_code,
+      0);
+  const npy::Array oa = npy::load(path("oa.npy"), "oa"), ob = npy::load(path("ob.npy"), "ob");
+  ASSERT_EQ(ob.shape, (std::vector<std::int64_t>{1, 3, 2, 2}));
+  for (int h = 0; h < 2; ++h) {
+    for (int s = 0; s < 3; ++s) {
+      for (int d = 0; d < 2; ++d) {
+        EXPECT_FLOAT_EQ(ob.data[(s * 2 + h) * 2 + d], oa.data[(h * 3 + s) * 2 + d]);
+      }
+    }
+  }
+}
+
+TEST_F(CliTest, BadInputFilesFailCleanlyWithoutOutput) {
+  write_document_example();
+  const std::string eight(8, '\0');
+  auto raw = [&](const std::string& name, const std::string& dict, const std::string& data) {
+    const std::string header = dict + "\n";
+    std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+    bytes += static_cast<char>(header.size() & 0xff);
+    bytes += static_cast<char>(header.size() >> 8);
+    std::ofstream(path(name), std::ios::binary) << bytes + header + data;
+  };
+  std::ofstream(path("magic.npy")) << "not an npy file";
+  raw("dtype.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1), }", eight);
+  raw("fortran.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (1, 2), }", eight);
+  raw("rank3.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 2), }", eight);
+  raw("short.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 2), }", eight);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"magic.npy", "bad magic"}, {"dtype.npy", "'<f8'"},     {"fortran.npy", "Fortran"},
+      {"rank3.npy", "rank 3"},    {"short.npy", "truncated"}, {"missing.npy", "No such file"}};
+  for (const auto& [file, phrase] : cases) {
+    const Result r =
+        run("run --q " + path(file) + " --k " + path("k.npy") + " --v " + path("v.npy") +
+            " --out " + path("out.npy") + " --weights " + path("w.npy"));
+    EXPECT_EQ(r.exit_code, 2) << file;
+    EXPECT_NE(r.err.find("'--q'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(phrase), std::string::npos) << file << ": " << r.err;
+    EXPECT_EQ(r.err.find("terminate"), std::string::npos) << r.err;
+    EXPECT_FALSE(exists("out.npy")) << file;
+    EXPECT_FALSE(exists("w.npy")) << file;
+  }
+  for (const std::string& name : entries()) EXPECT_NE(name[0], '.') << "left a temporary " << name;
+}
+
+TEST_F(CliTest, BadOptionsFailWithoutOutput) {
+  write_document_example();
+  const std::string io = " --q " + path("q.npy") + " --k " + path("k.npy") + " --v " +
+                         path("v.npy") + " --out " + path("out.npy");
+  Result r = run("run --variant dense --window 2" + io);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unsupported option '--window'"), std::string::npos) << r.err;
+  r = run("run --variant nonsense" + io);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'--variant'"), std::string::npos) << r.err;
+  r = run("run --key-lengths 9" + io);  // more keys than S_k = 3
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  r = run("run --out " + path("out.npy"));  // missing required inputs: CLI11's message
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--q"), std::string::npos) << r.err;
+  r = run("run --weights " + dir_ + "/no/dir/w.npy" + io);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'--weights'"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists("out.npy")) << "no output when another output cannot be written";
+}
+
+TEST_F(CliTest, MhaReproducesTheDocumentExample) {
+  save("x.npy", {3, 2}, {1, 0, 1, 1, 0.1f, 1});
+  save("wq.npy", {2, 2}, {1, 0, 0, 1});
+  save("wk.npy", {2, 2}, {1, 1, 1, 1});
+  save("wv.npy", {2, 2}, {1, 0, 1, 1});
+  save("wo.npy", {2, 2}, {1, 0, 0, 1});
+  const std::string w = " --x " + path("x.npy") + " --wq " + path("wq.npy") + " --wk " +
+                        path("wk.npy") + " --wv " + path("wv.npy") + " --heads 1";
+  Result r = run("mha" + w + " --wo " + path("wo.npy") + " --out " + path("o1.npy") +
+                 " --weights " + path("a.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run("mha --json" + w + " --out " + path("o2.npy"));  // no W_O: concat(heads)
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out).contains("projection_ms")) << r.out;
+  const Expected e = document_expected();
+  const npy::Array a = npy::load(path("a.npy"), "weights");
+  ASSERT_EQ(a.shape, (std::vector<std::int64_t>{1, 1, 3, 3}));
+  for (const char* name : {"o1.npy", "o2.npy"}) {
+    const npy::Array out = npy::load(path(name), name);
+    ASSERT_EQ(out.shape, (std::vector<std::int64_t>{3, 2}));
+    for (int i = 0; i < 3; ++i) {
+      for (int d = 0; d < 2; ++d) EXPECT_NEAR(out.data[i * 2 + d], e.out[i][d], 1e-4) << name;
+      for (int j = 0; j < 3; ++j) EXPECT_NEAR(a.data[i * 3 + j], e.weights[i][j], 1e-4);
+    }
+  }
+  r = run("mha" + w + " --bias-q " + path("wq.npy") + " --out " + path("o3.npy"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bias"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists("o3.npy"));
+}
+
+TEST_F(CliTest, BenchJsonHasTheKeys) {
+  const Result r =
+      run("bench --json --batch 1 --heads 2 --kv-heads 1 --seq 32 --dim 16 "
+          "--threads 1 --repeat 2 --warmup 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const char* key : {"variant", "median_ms", "gflops", "threads", "simd_target", "batch",
+                          "heads", "kv_heads", "seq", "dim", "dim_v"}) {
+    EXPECT_TRUE(j.contains(key)) << key << " missing in " << r.out;
+  }
+  EXPECT_EQ(j["seq"], 32);
+  EXPECT_EQ(j["kv_heads"], 1);
+  EXPECT_GT(j["median_ms"].get<double>(), 0.0);
+}
+
+TEST_F(CliTest, SelectFollowsTheDefaultThresholds) {
+  const std::vector<std::pair<int, std::string>> expected = {
+      {1, "dense"},     {512, "dense"},  {513, "sliding-window"}, {2048, "sliding-window"},
+      {2049, "linear"}, {3000, "linear"}};
+  for (const auto& [seq, variant] : expected) {
+    const Result r = run("select --json --seq " + std::to_string(seq));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["variant"], variant) << "S=" << seq;
+    EXPECT_FALSE(j["reason"].get<std::string>().empty());
+  }
+  const Result text = run("select --seq 3000");
+  EXPECT_NE(text.out.find("variant: linear"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("sparse_max_seq=2048"), std::string::npos) << text.out;
+}
+
+TEST_F(CliTest, SelectUsesAProfileAndOverrides) {
+  std::ofstream(path("p.json")) << R"({"dense_max_seq": 100, "sparse_max_seq": 200, "window": 32})";
+  auto variant_at = [&](const std::string& args) {
+    const Result r = run("select --json " + args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["variant"].get<std::string>();
+  };
+  const std::string profile = "--profile " + path("p.json");
+  EXPECT_EQ(variant_at(profile + " --seq 100"), "dense");
+  EXPECT_EQ(variant_at(profile + " --seq 150"), "sliding-window");
+  EXPECT_EQ(variant_at(profile + " --seq 201"), "linear");
+  EXPECT_EQ(variant_at(profile + " --dense-max-seq 180 --seq 150"), "dense");
+  EXPECT_EQ(variant_at("--dense-max-seq 4096 --seq 3000"), "dense");
+  const Result bad = run("select --seq 10 --dense-max-seq 300 --sparse-max-seq 200");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("sparse_max_seq"), std::string::npos) << bad.err;
+  const Result missing = run("select --seq 10 --profile " + path("none.json"));
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("profile"), std::string::npos) << missing.err;
+}
+
+TEST_F(CliTest, CalibrateWritesALoadableProfile) {
+  const Result r = run("calibrate --seqs 32,64 --heads 1 --dim 16 --threads 1 --repeat 1 --out " +
+                       path("profile.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const SelectionPolicy policy = SelectionPolicy::load_json(path("profile.json"));
+  EXPECT_LE(policy.dense_max_seq, policy.sparse_max_seq);
+  const nlohmann::json j = nlohmann::json::parse(read(path("profile.json")));
+  ASSERT_TRUE(j.contains("measurements"));
+  EXPECT_TRUE(j["measurements"]["variants"].contains("dense"));
+  EXPECT_EQ(j["measurements"]["seqs"], (std::vector<int>{32, 64}));
+}
+
+TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
+  const Result r =
+      run("report --seqs 64,128 --threads-list 1 --heads 1 --dim 16 --out-dir " + path("report"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(read(path("report/scaling.json")));
+  const auto variants = j["meta"]["variants"].get<std::vector<std::string>>();
+  ASSERT_FALSE(variants.empty());
+  EXPECT_EQ(variants.front(), "dense");
+  for (const std::string& v : variants) {
+    for (const int seq : {64, 128}) {
+      int rows = 0;
+      for (const auto& p : j["points"]) {
+        if (p["variant"] == v && p["seq"] == seq && p["threads"] == 1) {
+          ++rows;
+          EXPECT_EQ(p["status"], "measured");
+          EXPECT_GT(p["median_ms"].get<double>(), 0.0);
+          if (v != "dense") {
+            EXPECT_TRUE(p["relative_error"].is_number()) << v;
+          }
+        }
+      }
+      EXPECT_EQ(rows, 1) << v << " S=" << seq;
+    }
+  }
+  EXPECT_EQ(j["fits"].size(), variants.size());
+  EXPECT_NE(j["fits"][0]["label"].get<std::string>().find("O(N^"), std::string::npos);
+  const std::string md = read(path("report/scaling.md"));
+  EXPECT_NE(md.find("| 128 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("O(N^"), std::string::npos) << md;
+  const std::string png = read(path("report/scaling.png"));
+  ASSERT_GE(png.size(), 8u);
+  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_NE(r.err.find("left"), std::string::npos) << "progress lines with an estimate";
+}
+
+}  // namespace
+}  // namespace seqattn

@@ -1,0 +1,52 @@
+// Runs a check once per compiled Highway target the CPU supports, by restricting runtime
+// dispatch to that target (hwy::SetSupportedTargetsForTest), so that every per-target kernel
+// of the library is exercised, not only the best one.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <hwy/highway.h>
+#include <hwy/targets.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "seqattn/attention.hpp"
+
+namespace seqattn::testing {
+
+// The worst error each test executable saw against the reference, printed at exit so that
+// the figure can be quoted (the assertions hold the tolerance).
+struct WorstError {
+  double value = 0;
+  long comparisons = 0;
+  void add(double e) {
+    value = e > value ? e : value;
+    ++comparisons;
+  }
+  ~WorstError() {
+    if (comparisons > 0) {
+      std::printf("worst max_relative_error vs reference: %.3g over %ld comparisons\n", value,
+                  comparisons);
+    }
+  }
+};
+inline WorstError worst_error;
+
+template <class Fn>
+void for_each_target(const Fn& fn) {
+  const std::vector<std::int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  for (std::int64_t target : targets) {
+    hwy::SetSupportedTargetsForTest(target);
+    const std::string name = hwy::TargetName(target);
+    SCOPED_TRACE("target " + name);
+    // The library dispatches to the restricted target (its simd_target() says which).
+    EXPECT_EQ(simd_target(), "highway:" + name);
+    fn();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+}  // namespace seqattn::testing

@@ -1,0 +1,190 @@
+// Linear attention (elu1, relu, FAVOR+; causal and not) against the double reference on every
+// compiled Highway target, plus determinism, stability and the errors it must raise.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "linear_test_cases.hpp"
+#include "target_loop.hpp"
+
+namespace seqattn::testing {
+namespace {
+
+constexpr double kTolerance = 1e-5;
+using F = FeatureMap;
+
+OwnedTensor run_linear(const LinearCase& c, const LinearInputs& in, int threads = 0) {
+  OwnedTensor out = make_zeros(c.batch, c.heads_q, c.seq_q, c.dim_v, c.layout, c.pad);
+  AttentionOptions opt;
+  opt.variant = in.spec;
+  opt.mask = in.mask;
+  opt.threads = threads;
+  const RunRecord record = attend(in.q.cview(), in.k.cview(), in.v.cview(), out.view, opt);
+  EXPECT_EQ(record.variant, Variant::kLinear);
+  EXPECT_GT(record.flops, 0.0);
+  return out;
+}
+
+void expect_matches_reference(const LinearCase& c, std::uint32_t seed) {
+  const LinearInputs in = make_linear_inputs(c, seed);
+  const reference::Result ref = linear_reference(c, in, default_scale(c));
+  for_each_target([&] {
+    const OwnedTensor out = run_linear(c, in);
+    const double error = reference::max_relative_error(out.view, ref);
+    worst_error.add(error);
+    EXPECT_LE(error, kTolerance) << describe(c);
+  });
+}
+
+LinearCase make_case(F map, std::int64_t m, bool causal, std::int64_t s_q, std::int64_t s_k,
+                     std::int64_t d, std::int64_t d_v) {
+  LinearCase c;
+  c.map = map;
+  c.features = m;
+  c.causal = causal;
+  c.seq_q = s_q;
+  c.seq_k = s_k;
+  c.dim = d;
+  c.dim_v = d_v;
+  return c;
+}
+
+TEST(LinearAttention, SmallShapesEveryFeatureMap) {
+  for (F map : {F::kElu1, F::kRelu, F::kFavor}) {
+    for (bool causal : {false, true}) {
+      expect_matches_reference(make_case(map, 0, causal, 1, 1, 1, 1), 11);
+      expect_matches_reference(make_case(map, 0, causal, 3, 3, 3, 3), 12);
+      expect_matches_reference(make_case(map, 0, causal, 17, 17, 17, 5), 13);
+    }
+  }
+}
+
+TEST(LinearAttention, LongerSequencesAndHeadDims) {
+  for (F map : {F::kElu1, F::kRelu, F::kFavor}) {
+    for (bool causal : {false, true}) {
+      expect_matches_reference(make_case(map, 0, causal, 80, 80, 64, 64), 21);
+      expect_matches_reference(make_case(map, 0, causal, 257, 257, 17, 3), 22);
+    }
+  }
+}
+
+TEST(LinearAttention, FavorFeatureCounts) {
+  for (std::int64_t m : {1, 7, 40, 130}) {
+    expect_matches_reference(make_case(F::kFavor, m, false, 80, 80, 17, 9), 31);
+    expect_matches_reference(make_case(F::kFavor, m, true, 257, 257, 3, 17), 32);
+  }
+}
+
+TEST(LinearAttention, CrossAttentionLengths) {
+  // S_q != S_k aligns the causal diagonal at the end: query i sees keys j <= i + S_k - S_q.
+  for (F map : {F::kElu1, F::kFavor}) {
+    for (bool causal : {false, true}) {
+      expect_matches_reference(make_case(map, 0, causal, 80, 257, 17, 5), 41);
+      expect_matches_reference(make_case(map, 0, causal, 257, 80, 17, 5), 42);
+      expect_matches_reference(make_case(map, 0, causal, 1, 257, 64, 64), 43);
+      expect_matches_reference(make_case(map, 0, causal, 257, 3, 3, 1), 44);
+    }
+  }
+}
+
+TEST(LinearAttention, KeyLengthsGqaAndStridedLayouts) {
+  for (F map : {F::kElu1, F::kRelu, F::kFavor}) {
+    for (bool causal : {false, true}) {
+      LinearCase c = make_case(map, map == F::kFavor ? 24 : 0, causal, 80, 257, 17, 9);
+      c.batch = 3;
+      c.heads_q = 4;
+      c.heads_kv = 2;
+      c.key_lengths = {0, 100, 257};
+      expect_matches_reference(c, 51);
+      c.layout = Layout::kBSHD;
+      c.pad = 3;
+      c.heads_kv = 1;
+      c.seq_q = c.seq_k = 80;
+      c.key_lengths = {80, 1, 0};
+      expect_matches_reference(c, 52);
+      c.layout = Layout::kBHSD;
+      c.pad = 5;
+      c.heads_kv = 4;
+      c.dim = c.dim_v = 64;
+      c.key_lengths = {17, 0, 3};
+      expect_matches_reference(c, 53);
+    }
+  }
+}
+
+TEST(LinearAttention, CallerGivenFavorMatrixWithRowPadding) {
+  const LinearCase c = make_case(F::kFavor, 20, true, 80, 80, 17, 9);
+  LinearInputs in = make_linear_inputs(c, 61);
+  // Row stride 19 > D = 17: the kernel must honour the stride.
+  const std::vector<float> w = favor_random_matrix(20, 17, 999);
+  std::vector<float> padded(20 * 19, 123.0f);
+  for (int r = 0; r < 20; ++r) std::copy_n(&w[r * 17], 17, &padded[r * 19]);
+  in.spec.favor_matrix = {padded.data(), 20, 17, 19};
+  in.favor = w;
+  const reference::Result ref = linear_reference(c, in, default_scale(c));
+  for_each_target(
+      [&] { EXPECT_LE(reference::max_relative_error(run_linear(c, in).view, ref), kTolerance); });
+}
+
+void expect_thread_count_invariant(const LinearCase& c) {
+  const LinearInputs in = make_linear_inputs(c, 71);
+  const OwnedTensor one = run_linear(c, in, 1);
+  for (int threads : {2, 3, 5}) {
+    const OwnedTensor many = run_linear(c, in, threads);
+    EXPECT_EQ(
+        0, std::memcmp(one.storage.data(), many.storage.data(), one.storage.size() * sizeof(float)))
+        << describe(c) << " threads=" << threads;
+  }
+}
+
+TEST(LinearAttention, BitwiseIdenticalForAnyThreadCount) {
+  for (F map : {F::kElu1, F::kFavor}) {
+    for (bool causal : {false, true}) {
+      LinearCase c = make_case(map, 0, causal, 300, 300, 32, 32);
+      c.batch = 2;
+      c.heads_q = c.heads_kv = 3;
+      expect_thread_count_invariant(c);
+      // One kv head (MQA): the non-causal path splits the queries into blocks across threads.
+      c = make_case(map, 0, causal, 600, 300, 32, 17);
+      c.heads_q = 4;
+      c.heads_kv = 1;
+      expect_thread_count_invariant(c);
+    }
+  }
+}
+
+TEST(LinearAttention, FavorLargeNormsStayAccurate) {
+  // |x|²/2 ≈ 190 after scaling: exp of the raw log-features underflows in float, the
+  // stabilisers keep them in range. The log-features themselves are ~200 in float, so their
+  // rounding (~1e-5 relative on each feature) sets the tolerance here.
+  for (bool causal : {false, true}) {
+    LinearCase c = make_case(F::kFavor, 0, causal, 257, 257, 64, 17);
+    c.magnitude = 12.0f;
+    const LinearInputs in = make_linear_inputs(c, 81);
+    const reference::Result ref = linear_reference(c, in, default_scale(c));
+    const OwnedTensor out = run_linear(c, in);
+    EXPECT_LE(reference::max_relative_error(out.view, ref), 2e-4) << describe(c);
+  }
+}
+
+TEST(LinearAttention, FavorHugeNormsLongSequenceStayFinite) {
+  for (bool causal : {false, true}) {
+    LinearCase c = make_case(F::kFavor, 0, causal, 8192, 8192, 64, 64);
+    c.magnitude = 40.0f;
+    const LinearInputs in = make_linear_inputs(c, 91);
+    const OwnedTensor out = run_linear(c, in);
+    double largest = 0;
+    for (float x : out.storage) {
+      ASSERT_TRUE(std::isfinite(x));
+      largest = std::max(largest, static_cast<double>(std::abs(x)));
+    }
+    // Outputs are convex combinations of values in [-1, 1] and not all zero.
+    EXPECT_LE(largest, 1.0 + 1e-5);
+    EXPECT_GT(largest, 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace seqattn::testing

@@ -1,0 +1,63 @@
+// Runtime-dispatched element kernels of linear attention (see linear_simd-inl.h). Matrices are
+// row-major with leading dimension `ld` (floats between rows).
+#pragma once
+
+#include <cstdint>
+
+namespace seqattn::detail::linear_simd {
+
+// Blocking parameters of the target runtime dispatch picks (one table per target).
+struct Blocking {
+  std::int64_t causal_chunk = 64;  // keys per chunk of the causal prefix sum
+  std::int64_t key_block = 256;    // keys per block of the non-causal summary
+  std::int64_t query_block = 256;  // queries per output block
+};
+Blocking blocking();
+
+// The element map applied while gathering rows: x·mul, then nothing, elu(·)+1 or relu(·).
+enum class RowMap { kScale, kElu1, kRelu };
+// dst [rows, cols] contiguous = map(src[r·row_stride + c·col_stride] · mul).
+void scaled_map_rows(const float* src, std::int64_t rows, std::int64_t cols,
+                     std::int64_t row_stride, std::int64_t col_stride, float mul, RowMap kind,
+                     float* dst);
+// out[r] = |x_r|² / 2.
+void half_squared_norms(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                        float* out);
+// out[r] = max_c x[r, c].
+void row_max(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld, float* out);
+// col_max[c] = max(col_max[c], max_r x[r, c] - row_shift[r]).
+void column_max_shifted(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                        const float* row_shift, float* col_max);
+// x[r, c] = exp(x[r, c] - row_shift[r] - col_shift[c]); col_shift may be null (zeros).
+void exp_shifted_rows(float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                      const float* row_shift, const float* col_shift);
+// x[r, c] += vec[c].
+void add_to_rows(float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld, const float* vec);
+// x[r, c] *= factors[r].
+void scale_rows(float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                const float* factors);
+// sums[c] += Σ_r x[r, c].
+void add_column_sums(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                     float* sums);
+// out[r] += x_r · y.
+void add_row_dots(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                  const float* y, float* out);
+// out[r] += Σ_c x[r, c].
+void add_row_sums(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                  float* out);
+// c [n, cols] = beta·c + a [n, k] · b [k, cols] (row-major, leading dimensions lda, ldb, ldc),
+// for blocks of a few rows where the GEMM engine's packing would dominate.
+void small_multiply(std::int64_t n, std::int64_t cols, std::int64_t k, const float* a,
+                    std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+                    std::int64_t ldc);
+// c [m, cols] += aᵀ · b with a [k, m], b [k, cols], for a few rows k.
+void small_transposed_accumulate(std::int64_t k, std::int64_t m, std::int64_t cols, const float* a,
+                                 std::int64_t lda, const float* b, std::int64_t ldb, float* c,
+                                 std::int64_t ldc);
+// out[r, c] = num[r, c] / g_r with g_r = den[r] (+ epsilon unless zero_when_den_zero), and a
+// zero row where g_r <= 0. out is strided (row and column strides in floats).
+void divide_rows(const float* num, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                 const float* den, float epsilon, bool zero_when_den_zero, float* out,
+                 std::int64_t out_row_stride, std::int64_t out_col_stride);
+
+}  // namespace seqattn::detail::linear_simd
