@@ -41,8 +41,7 @@ Variant parse_variant(std::string_view name, std::string_view argument) {
     if (name == to_string(v)) return v;
   }
   throw Error(ErrorKind::kInvalidArgument, std::string(argument),
-              "one of dense, sliding-window, linear, linformer, auto",
-              quoted(name));
+              "one of dense, sliding-window, linear, linformer, auto", quoted(name));
 }
 
 std::string_view to_string(FeatureMap f) {
