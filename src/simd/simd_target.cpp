@@ -1,19 +1,28 @@
-// Names the SIMD target runtime dispatch picks on this CPU.
+// Names the SIMD target that runtime dispatch actually runs: the name is produced by a
+// function compiled for every target and reached through the same HWY_DYNAMIC_DISPATCH as the
+// kernels, so it follows the CPU and any hwy::SetSupportedTargetsForTest restriction.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "src/simd/simd_target.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <hwy/targets.h>
 
 #include <string>
 
-#include "seqattn/attention.hpp"
+HWY_BEFORE_NAMESPACE();
+namespace seqattn::simd::HWY_NAMESPACE {
 
-namespace seqattn {
+const char* CurrentTargetName() { return hwy::TargetName(HWY_TARGET); }
 
-std::string simd_target() {
-  // Highway dispatches to the best target that is both compiled in and supported by the CPU;
-  // target bits are ordered so that the lowest set bit is the best one.
-  const std::int64_t usable = hwy::SupportedTargets() & HWY_TARGETS;
-  const std::int64_t best = usable & -usable;
-  return std::string("highway:") + hwy::TargetName(best);
-}
+}  // namespace seqattn::simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
 
-}  // namespace seqattn
+#if HWY_ONCE
+#include "src/simd/highway_target.hpp"
+
+namespace seqattn::simd {
+HWY_EXPORT(CurrentTargetName);
+
+std::string dispatched_target_name() { return HWY_DYNAMIC_DISPATCH(CurrentTargetName)(); }
+}  // namespace seqattn::simd
+#endif  // HWY_ONCE

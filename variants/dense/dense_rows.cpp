@@ -13,15 +13,15 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // One output row: scores → stable softmax → weighted sum of V. A row with no visible key (or
 // only -inf biases) yields zeros, lse = -inf and zero weights.
-void attend_row(const Problem& p, const ElementMask& mask, std::int64_t b, std::int64_t h,
-                std::int64_t i, std::vector<float>& scores) {
+void attend_row(const Problem& p, const ElementMask& mask, const KeyPattern& pattern,
+                std::int64_t b, std::int64_t h, std::int64_t i, std::vector<float>& scores) {
   const std::int64_t hk = h / p.group();
   const std::int64_t len = p.key_length(b);
   const float* q = p.q.ptr(b, h, i);
   float max_score = kNegInf;
   for (std::int64_t j = 0; j < p.seq_k(); ++j) {
     float s = kNegInf;
-    if (mask.visible(b, h, i, j, len)) {
+    if (mask.visible(b, h, i, j, len) && pattern.allows(i, j, p.seq_k() - p.seq_q())) {
       const float* k = p.k.ptr(b, hk, j);
       float dot = 0;
       for (std::int64_t d = 0; d < p.dim(); ++d)
@@ -55,7 +55,7 @@ void attend_row(const Problem& p, const ElementMask& mask, std::int64_t b, std::
 
 }  // namespace
 
-void dense_rows_forward(const Problem& p) {
+void dense_rows_forward(const Problem& p, const KeyPattern& pattern) {
   const ElementMask mask(p);
   const std::int64_t rows = p.batch() * p.heads_q() * p.seq_q();
 #pragma omp parallel num_threads(p.threads)
@@ -66,7 +66,7 @@ void dense_rows_forward(const Problem& p) {
       const std::int64_t i = r % p.seq_q();
       const std::int64_t h = (r / p.seq_q()) % p.heads_q();
       const std::int64_t b = r / (p.seq_q() * p.heads_q());
-      attend_row(p, mask, b, h, i, scores);
+      attend_row(p, mask, pattern, b, h, i, scores);
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "variants/dense/dense_rows.hpp"
+#include "variants/dense/flash_attention.hpp"
 #include "variants/registry.hpp"
 
 namespace seqattn::detail {
@@ -30,7 +31,15 @@ class DenseVariant final : public AttentionVariant {
     return c;
   }
 
-  void run(const Problem& p, const VariantSpec&) const override { dense_rows_forward(p); }
+  // The flash kernel never forms the weights; when they are asked for, the row-at-a-time
+  // kernel (which materialises one row of scores) computes out, lse and weights together.
+  void run(const Problem& p, const VariantSpec&) const override {
+    if (p.weights) {
+      dense_rows_forward(p, KeyPattern::dense());
+    } else {
+      flash_forward(p, KeyPattern::dense());
+    }
+  }
 };
 
 }  // namespace

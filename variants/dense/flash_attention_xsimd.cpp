@@ -1,0 +1,25 @@
+// Runtime dispatch of the xsimd flash kernel (baseline ISA; the per-arch kernels live in
+// flash_attention_xsimd_<arch>.cpp).
+#include "variants/dense/flash_attention_xsimd.hpp"
+#include "src/simd/xsimd_dispatch.hpp"
+#include "variants/dense/flash_attention.hpp"
+
+namespace seqattn::detail {
+
+XsimdFlashEntry current_xsimd_flash() {
+  switch (simd::current_xsimd_arch()) {
+    case simd::XsimdArch::kSse4_2:
+      return xsimd_flash_sse4_2();
+    case simd::XsimdArch::kAvx2Fma:
+      return xsimd_flash_avx2_fma();
+    case simd::XsimdArch::kAvx512f:
+      return xsimd_flash_avx512f();
+  }
+  return xsimd_flash_sse4_2();
+}
+
+void flash_forward(const Problem& p, const KeyPattern& pattern) {
+  current_xsimd_flash().forward(p, pattern);
+}
+
+}  // namespace seqattn::detail

@@ -1,0 +1,366 @@
+// The flash kernel's driver, written once over a SIMD ops type (see flash_tiles_shared-inl.h):
+// packs K and V of a (batch, kv-head) into tiles, walks query tiles × key tiles with online
+// softmax, skips hidden tiles, sends only edge tiles through the element mask, and
+// parallelises over query tiles with OpenMP. Every output row is produced by one work item
+// visiting its key tiles in a fixed order, so the result is bitwise the same for any thread
+// count.
+//
+// No include guard and no namespace: a backend shell includes this once inside its
+// per-target namespace and target region, after the headers listed in flash_kernel_deps.hpp,
+// with Exp2NonPositive<Ops> visible.
+
+#include "variants/dense/flash_tiles_shared-inl.h"  // IWYU pragma: keep
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+// Sizes derived from the problem and the target's blocking.
+struct FlashGeometry {
+  std::int64_t rows, key_tile, key_tiles, query_tile, query_tiles, dim, dim_v, dv_pad;
+
+  FlashGeometry(const Problem& p, const FlashBlocking& blocking, std::int64_t lanes)
+      : rows(static_cast<std::int64_t>(blocking.rows)),
+        key_tile(static_cast<std::int64_t>(blocking.key_vecs) * lanes),
+        key_tiles((p.seq_k() + key_tile - 1) / key_tile),
+        query_tile(static_cast<std::int64_t>(blocking.query_tile)),
+        query_tiles((p.seq_q() + query_tile - 1) / query_tile),
+        dim(p.dim()),
+        dim_v(p.dim_v()),
+        dv_pad((p.dim_v() + lanes - 1) / lanes * lanes) {}
+
+  std::int64_t packed_k_floats() const { return key_tiles * key_tile * dim; }
+  std::int64_t packed_v_floats() const { return key_tiles * key_tile * dv_pad; }
+};
+
+// Key tile kt of one (batch, kv-head): K transposed [dim][key_tile] so the Q·Kᵀ micro-kernel
+// broadcasts one query element against whole vectors of keys; V row-major [key_tile][dv_pad].
+// Keys past S_k and columns past D_v are zero so padded lanes never produce NaN.
+inline void PackKeyValueTile(const Problem& p, const FlashGeometry& g, std::int64_t b,
+                             std::int64_t hk, std::int64_t kt, float* HWY_RESTRICT k_dst,
+                             float* HWY_RESTRICT v_dst) {
+  const std::int64_t k_step = p.k.strides[3], v_step = p.v.strides[3];
+  for (std::int64_t t = 0; t < g.key_tile; ++t) {
+    const std::int64_t j = kt * g.key_tile + t;
+    float* v_row = v_dst + t * g.dv_pad;
+    if (j >= p.seq_k()) {
+      for (std::int64_t d = 0; d < g.dim; ++d) k_dst[d * g.key_tile + t] = 0.0f;
+      std::fill(v_row, v_row + g.dv_pad, 0.0f);
+      continue;
+    }
+    const float* k_row = p.k.ptr(b, hk, j);
+    const float* v_src = p.v.ptr(b, hk, j);
+    if (k_step == 1) {  // the usual layouts: let the compiler see contiguous reads
+      for (std::int64_t d = 0; d < g.dim; ++d) k_dst[d * g.key_tile + t] = k_row[d];
+    } else {
+      for (std::int64_t d = 0; d < g.dim; ++d) k_dst[d * g.key_tile + t] = k_row[d * k_step];
+    }
+    if (v_step == 1) {
+      std::copy(v_src, v_src + g.dim_v, v_row);
+    } else {
+      for (std::int64_t d = 0; d < g.dim_v; ++d) v_row[d] = v_src[d * v_step];
+    }
+    std::fill(v_row + g.dim_v, v_row + g.dv_pad, 0.0f);
+  }
+}
+
+// Per-thread scratch and the loop over one work item (a query tile of one head).
+template <class Ops>
+class FlashWorker {
+ public:
+  static constexpr FlashBlocking kBlocking = kFlashBlocking<Ops>;
+  static constexpr size_t kRows = kBlocking.rows;
+  static constexpr size_t kKeyVecs = kBlocking.key_vecs;
+  static constexpr size_t kOutVecs = kBlocking.out_vecs;
+  static constexpr size_t kLanes = Ops::kLanes;
+  static_assert(kBlocking.query_tile % kBlocking.rows == 0, "whole micro-tiles per work item");
+
+  FlashWorker(const Problem& p, const FlashGeometry& g, const TileVisibility& visibility,
+              const KeyPattern& pattern, const std::vector<std::uint8_t>& tile_has_global_key)
+      : p_(p),
+        g_(g),
+        visibility_(visibility),
+        pattern_(pattern),
+        tile_has_global_key_(tile_has_global_key),
+        q_tile_(hwy::AllocateAligned<float>(static_cast<size_t>(g.query_tile * g.dim))),
+        o_tile_(hwy::AllocateAligned<float>(static_cast<size_t>(g.query_tile * g.dv_pad))),
+        scores_(hwy::AllocateAligned<float>(kRows * static_cast<size_t>(g.key_tile))),
+        sum_lanes_(hwy::AllocateAligned<float>(static_cast<size_t>(g.query_tile) * kLanes)),
+        m_(static_cast<size_t>(g.query_tile)),
+        alpha_(kRows),
+        ranges_(static_cast<size_t>(g.query_tile)) {
+    tiles_.reserve(static_cast<size_t>(g.key_tiles));
+  }
+
+  void run(std::int64_t b, std::int64_t h, std::int64_t qt, const float* packed_k,
+           const float* packed_v) {
+    const std::int64_t i0 = qt * g_.query_tile;
+    const std::int64_t n_rows = std::min(g_.query_tile, p_.seq_q() - i0);
+    const std::int64_t blocks = (n_rows + g_.rows - 1) / g_.rows;
+    const std::int64_t len = std::min(p_.key_length(b), p_.seq_k());
+    load_queries(b, h, i0, n_rows, blocks * g_.rows);
+    collect_tiles(i0, n_rows, len);
+    for (const std::int64_t kt : tiles_) {
+      const float* k_tile = packed_k + kt * g_.key_tile * g_.dim;
+      const float* v_tile = packed_v + kt * g_.key_tile * g_.dv_pad;
+      for (std::int64_t rb = 0; rb < blocks; ++rb) {
+        attend_block(b, h, i0, n_rows, rb, kt, len, k_tile, v_tile);
+      }
+    }
+    store_rows(b, h, i0, n_rows);
+  }
+
+ private:
+  // Scaled queries in log2 units, padded rows zero; accumulators reset.
+  void load_queries(std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t n_rows,
+                    std::int64_t padded_rows) {
+    const float mul = p_.scale * kLog2e;
+    float* q = q_tile_.get();
+    for (std::int64_t r = 0; r < padded_rows; ++r) {
+      float* dst = q + r * g_.dim;
+      if (r >= n_rows) {
+        std::fill(dst, dst + g_.dim, 0.0f);
+        continue;
+      }
+      const float* src = p_.q.ptr(b, h, i0 + r);
+      const std::int64_t step = p_.q.strides[3];
+      if (step == 1) {  // contiguous rows vectorise
+        for (std::int64_t d = 0; d < g_.dim; ++d) dst[d] = src[d] * mul;
+      } else {
+        for (std::int64_t d = 0; d < g_.dim; ++d) dst[d] = src[d * step] * mul;
+      }
+    }
+    std::fill(o_tile_.get(), o_tile_.get() + padded_rows * g_.dv_pad, 0.0f);
+    std::fill(m_.begin(), m_.end(), -std::numeric_limits<float>::infinity());
+    std::fill(sum_lanes_.get(), sum_lanes_.get() + g_.query_tile * kLanes, 0.0f);
+  }
+
+  // Key tiles intersecting any row's contiguous range, plus tiles holding a visible global
+  // key, in increasing order (the order fixes the floating-point result).
+  void collect_tiles(std::int64_t i0, std::int64_t n_rows, std::int64_t len) {
+    std::int64_t lo = len, hi = 0;
+    for (std::int64_t r = 0; r < g_.query_tile; ++r) {
+      const KeyRange range = r < n_rows ? visibility_.row_range(i0 + r, len) : KeyRange{};
+      ranges_[static_cast<size_t>(r)] = range;
+      if (!range.empty()) {
+        lo = std::min(lo, range.lo);
+        hi = std::max(hi, range.hi);
+      }
+    }
+    tiles_.clear();
+    const std::int64_t first = hi > lo ? lo / g_.key_tile : 0;
+    const std::int64_t last = hi > lo ? (hi + g_.key_tile - 1) / g_.key_tile : 0;
+    for (const std::int64_t j : pattern_.global_keys) {
+      const std::int64_t kt = j / g_.key_tile;
+      if (j >= len || kt >= first) break;
+      if (tiles_.empty() || tiles_.back() != kt) tiles_.push_back(kt);
+    }
+    for (std::int64_t kt = first; kt < last; ++kt) tiles_.push_back(kt);
+    for (const std::int64_t j : pattern_.global_keys) {
+      const std::int64_t kt = j / g_.key_tile;
+      if (j >= len) break;
+      if (kt >= last && (tiles_.empty() || tiles_.back() != kt)) tiles_.push_back(kt);
+    }
+  }
+
+  // kRange: only the rows' contiguous ranges cut the tile (vector masking); kEdge: the exact
+  // element rule is needed (keep mask, bias or a global key column in the tile).
+  enum class TileKind { kSkip, kFull, kRange, kEdge };
+
+  TileKind classify(std::int64_t n_rows, std::int64_t rb, std::int64_t kt) const {
+    const std::int64_t j0 = kt * g_.key_tile, j1 = j0 + g_.key_tile;
+    bool full = !visibility_.elementwise();
+    bool any = tile_has_global_key_[static_cast<size_t>(kt)] != 0;
+    for (std::int64_t r = rb * g_.rows; r < std::min(n_rows, (rb + 1) * g_.rows); ++r) {
+      const KeyRange range = ranges_[static_cast<size_t>(r)];
+      full = full && range.lo <= j0 && j1 <= range.hi;
+      any = any || (!range.empty() && range.lo < j1 && range.hi > j0);
+    }
+    if (!any) return TileKind::kSkip;
+    if (full) return TileKind::kFull;
+    const bool ranges_suffice =
+        !visibility_.elementwise() && tile_has_global_key_[static_cast<size_t>(kt)] == 0;
+    return ranges_suffice ? TileKind::kRange : TileKind::kEdge;
+  }
+
+  void attend_block(std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t n_rows,
+                    std::int64_t rb, std::int64_t kt, std::int64_t len, const float* k_tile,
+                    const float* v_tile) {
+    const TileKind kind = classify(n_rows, rb, kt);
+    if (kind == TileKind::kSkip) return;
+    const MicroTile tile{b, h, i0, n_rows, rb, kt, len, kind};
+    // Band edges and the causal diagonal often need only a few keys of the tile: when the
+    // rows' union fits in half the width, run the half-width kernels there (same result:
+    // the skipped keys are hidden for every row of the block).
+    if constexpr (kKeyVecs >= 2) {
+      if (kind == TileKind::kRange) {
+        const std::int64_t first = half_width_start(rb, kt, n_rows);
+        if (first >= 0) {
+          attend_micro_tile<kKeyVecs / 2>(tile, first, k_tile, v_tile);
+          return;
+        }
+      }
+    }
+    attend_micro_tile<kKeyVecs>(tile, 0, k_tile, v_tile);
+  }
+
+  struct MicroTile {
+    std::int64_t b, h, i0, n_rows, rb, kt, len;
+    TileKind kind;
+  };
+
+  // First key (tile-relative, whole vectors) of a half-width window holding every key the
+  // block's rows can see in tile kt, or -1 when no such window exists.
+  std::int64_t half_width_start(std::int64_t rb, std::int64_t kt, std::int64_t n_rows) const {
+    const std::int64_t j0 = kt * g_.key_tile, half = g_.key_tile / 2;
+    std::int64_t lo = g_.key_tile, hi = 0;
+    for (std::int64_t r = rb * g_.rows; r < std::min(n_rows, (rb + 1) * g_.rows); ++r) {
+      const KeyRange range = ranges_[static_cast<size_t>(r)];
+      if (range.empty()) continue;
+      lo = std::min(lo, std::max<std::int64_t>(range.lo - j0, 0));
+      hi = std::max(hi, std::min(range.hi - j0, g_.key_tile));
+    }
+    const std::int64_t first = std::min<std::int64_t>(
+        lo / static_cast<std::int64_t>(kLanes) * static_cast<std::int64_t>(kLanes),
+        g_.key_tile - half);
+    return hi <= first + half ? first : -1;
+  }
+
+  // One rows × (kVecs·lanes) micro-tile starting at key `first` of tile kt: Q·Kᵀ, mask,
+  // online softmax, P·V.
+  template <size_t kVecs>
+  void attend_micro_tile(const MicroTile& t, std::int64_t first, const float* k_tile,
+                         const float* v_tile) {
+    constexpr size_t kWidth = kVecs * kLanes;
+    const size_t key_tile = static_cast<size_t>(g_.key_tile);
+    const size_t dv_pad = static_cast<size_t>(g_.dv_pad);
+    float* scores = scores_.get();
+    MultiplyTile<Ops, kRows, kVecs, TileUpdate::kOverwrite>(
+        q_tile_.get() + t.rb * g_.rows * g_.dim, static_cast<size_t>(g_.dim), k_tile + first,
+        key_tile, static_cast<size_t>(g_.dim), scores, kWidth, nullptr);
+    const std::int64_t j0 = t.kt * g_.key_tile + first;
+    if (t.kind == TileKind::kEdge) mask_block(t, j0, static_cast<std::int64_t>(kWidth));
+    if (t.kind == TileKind::kRange) mask_block_by_range<kVecs>(t.rb, j0);
+    const size_t row0 = static_cast<size_t>(t.rb * g_.rows);
+    const bool rescale = SoftmaxStep<Ops, kRows, kVecs>(
+        scores, m_.data() + row0, sum_lanes_.get() + row0 * kLanes, alpha_.data());
+    float* o = o_tile_.get() + t.rb * g_.rows * g_.dv_pad;
+    const float* v = v_tile + first * g_.dv_pad;
+    if (rescale) {
+      MultiplyRowsByValues<Ops, kRows, kOutVecs, TileUpdate::kScaleRowsThenAccumulate>(
+          scores, kWidth, v, dv_pad, kWidth, o, dv_pad, alpha_.data());
+    } else {
+      MultiplyRowsByValues<Ops, kRows, kOutVecs, TileUpdate::kAccumulate>(
+          scores, kWidth, v, dv_pad, kWidth, o, dv_pad, nullptr);
+    }
+  }
+
+  void mask_block(const MicroTile& t, std::int64_t j0, std::int64_t width) {
+    for (std::int64_t r = 0; r < g_.rows; ++r) {
+      const std::int64_t row = t.rb * g_.rows + r;
+      float* s = scores_.get() + r * width;
+      if (row >= t.n_rows) {
+        std::fill(s, s + width, -std::numeric_limits<float>::infinity());
+        continue;
+      }
+      visibility_.mask_row(t.b, t.h, t.i0 + row, j0, width, t.len,
+                           ranges_[static_cast<size_t>(row)], kLog2e, s);
+    }
+  }
+
+  template <size_t kVecs>
+  void mask_block_by_range(std::int64_t rb, std::int64_t j0) {
+    constexpr std::int64_t kWidth = static_cast<std::int64_t>(kVecs * kLanes);
+    // Clamped to [-1, width + 1] so the float compare is exact.
+    auto relative = [&](std::int64_t j) {
+      return static_cast<float>(std::clamp<std::int64_t>(j - j0, -1, kWidth + 1));
+    };
+    for (std::int64_t r = 0; r < g_.rows; ++r) {
+      const KeyRange range = ranges_[static_cast<size_t>(rb * g_.rows + r)];  // empty for padding
+      KeepKeyRange<Ops, kVecs>(scores_.get() + r * kWidth, relative(range.lo), relative(range.hi));
+    }
+  }
+
+  // out = O / l; a row that saw no key gives zeros and lse = -inf.
+  void store_rows(std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t n_rows) const {
+    for (std::int64_t r = 0; r < n_rows; ++r) {
+      const float sum = Ops::ReduceSum(Ops::Load(sum_lanes_.get() + r * kLanes));
+      const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+      const float* o = o_tile_.get() + r * g_.dv_pad;
+      float* out = p_.out.ptr(b, h, i0 + r);
+      const std::int64_t step = p_.out.strides[3];
+      if (step == 1) {
+        for (std::int64_t d = 0; d < g_.dim_v; ++d) out[d] = o[d] * inv;
+      } else {
+        for (std::int64_t d = 0; d < g_.dim_v; ++d) out[d * step] = o[d] * inv;
+      }
+      if (p_.lse) {
+        p_.lse->at(b, h, i0 + r, 0) = sum > 0 ? (m_[static_cast<size_t>(r)] + std::log2(sum)) * kLn2
+                                              : -std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+
+  const Problem& p_;
+  const FlashGeometry& g_;
+  const TileVisibility& visibility_;
+  const KeyPattern& pattern_;
+  const std::vector<std::uint8_t>& tile_has_global_key_;
+  hwy::AlignedFreeUniquePtr<float[]> q_tile_, o_tile_, scores_, sum_lanes_;
+  std::vector<float> m_, alpha_;
+  std::vector<KeyRange> ranges_;
+  std::vector<std::int64_t> tiles_;
+};
+
+inline std::vector<std::uint8_t> TilesWithGlobalKeys(const KeyPattern& pattern,
+                                                     const FlashGeometry& g) {
+  std::vector<std::uint8_t> flags(static_cast<size_t>(g.key_tiles), 0);
+  for (const std::int64_t j : pattern.global_keys) flags[static_cast<size_t>(j / g.key_tile)] = 1;
+  return flags;
+}
+
+// Packed K/V of several (batch, kv-head) pairs are kept at once, up to this many floats
+// (2 MiB; at least one pair), so that one dynamic loop spreads the query tiles of all of
+// them over the threads (a barrier per kv-head idles threads on its last tiles) while the
+// freshly packed tiles are still in cache: a 16 MiB budget measured 1.4x slower at S = 4096.
+inline constexpr std::int64_t kPackedBudgetFloats = std::int64_t{1} << 19;
+
+template <class Ops>
+void FlashForward(const Problem& p, const KeyPattern& pattern) {
+  const FlashGeometry g(p, kFlashBlocking<Ops>, static_cast<std::int64_t>(Ops::kLanes));
+  const TileVisibility visibility(p, pattern);
+  const std::vector<std::uint8_t> global_tiles = TilesWithGlobalKeys(pattern, g);
+  const std::int64_t per_pair = g.packed_k_floats() + g.packed_v_floats();
+  const std::int64_t pairs = p.batch() * p.heads_kv();
+  const std::int64_t pairs_per_round =
+      std::clamp<std::int64_t>(kPackedBudgetFloats / per_pair, 1, pairs);
+  auto packed = hwy::AllocateAligned<float>(static_cast<size_t>(per_pair * pairs_per_round));
+  const std::int64_t group = p.group();
+#pragma omp parallel num_threads(p.threads)
+  {
+    FlashWorker<Ops> worker(p, g, visibility, pattern, global_tiles);
+    for (std::int64_t first = 0; first < pairs; first += pairs_per_round) {
+      const std::int64_t count = std::min(pairs_per_round, pairs - first);
+#pragma omp for schedule(static)
+      for (std::int64_t task = 0; task < count * g.key_tiles; ++task) {
+        const std::int64_t slot = task / g.key_tiles, kt = task % g.key_tiles;
+        const std::int64_t pair = first + slot;
+        float* base = packed.get() + slot * per_pair;
+        PackKeyValueTile(p, g, pair / p.heads_kv(), pair % p.heads_kv(), kt,
+                         base + kt * g.key_tile * g.dim,
+                         base + g.packed_k_floats() + kt * g.key_tile * g.dv_pad);
+      }
+      // Heads sharing a kv-head run back to back on the same packed tiles; under a causal
+      // mask the later (heavier) query tiles of every pair go first to balance the threads.
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t item = 0; item < count * group * g.query_tiles; ++item) {
+        std::int64_t qt = item / (count * group);
+        if (p.mask->causal) qt = g.query_tiles - 1 - qt;
+        const std::int64_t slot = item / group % count;
+        const std::int64_t pair = first + slot;
+        const float* base = packed.get() + slot * per_pair;
+        worker.run(pair / p.heads_kv(), pair % p.heads_kv() * group + item % group, qt, base,
+                   base + g.packed_k_floats());
+      }
+    }
+  }
+}
