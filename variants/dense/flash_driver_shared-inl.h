@@ -91,8 +91,9 @@ class FlashWorker {
     tiles_.reserve(static_cast<size_t>(g.key_tiles));
   }
 
+  // tile_slots maps a key tile to its packed slot (a ring); nullptr: slot = tile.
   void run(std::int64_t b, std::int64_t h, std::int64_t qt, const float* packed_k,
-           const float* packed_v) {
+           const float* packed_v, const std::int64_t* tile_slots = nullptr) {
     const std::int64_t i0 = qt * g_.query_tile;
     const std::int64_t n_rows = std::min(g_.query_tile, p_.seq_q() - i0);
     const std::int64_t blocks = (n_rows + g_.rows - 1) / g_.rows;
@@ -100,8 +101,9 @@ class FlashWorker {
     load_queries(b, h, i0, n_rows, blocks * g_.rows);
     collect_tiles(i0, n_rows, len);
     for (const std::int64_t kt : tiles_) {
-      const float* k_tile = packed_k + kt * g_.key_tile * g_.dim;
-      const float* v_tile = packed_v + kt * g_.key_tile * g_.dv_pad;
+      const std::int64_t slot = tile_slots ? tile_slots[kt] : kt;
+      const float* k_tile = packed_k + slot * g_.key_tile * g_.dim;
+      const float* v_tile = packed_v + slot * g_.key_tile * g_.dv_pad;
       for (std::int64_t rb = 0; rb < blocks; ++rb) {
         attend_block(b, h, i0, n_rows, rb, kt, len, k_tile, v_tile);
       }
@@ -324,12 +326,195 @@ inline std::vector<std::uint8_t> TilesWithGlobalKeys(const KeyPattern& pattern,
 // freshly packed tiles are still in cache: a 16 MiB budget measured 1.4x slower at S = 4096.
 inline constexpr std::int64_t kPackedBudgetFloats = std::int64_t{1} << 19;
 
+// Key tiles [first, last) that the contiguous ranges of query tile qt's rows touch; `global`
+// when one of its rows is a global query, which sees every key.
+struct QueryTileKeys {
+  std::int64_t first = 0, last = 0;
+  bool global = false;
+};
+
+inline QueryTileKeys KeysOfQueryTile(const Problem& p, const FlashGeometry& g,
+                                     const TileVisibility& visibility, const KeyPattern& pattern,
+                                     std::int64_t qt, std::int64_t len) {
+  QueryTileKeys keys;
+  std::int64_t lo = len, hi = 0;
+  const std::int64_t i0 = qt * g.query_tile, i1 = std::min(i0 + g.query_tile, p.seq_q());
+  for (std::int64_t i = i0; i < i1; ++i) {
+    if (pattern.is_global_query(i)) {
+      keys.global = true;
+      continue;
+    }
+    const KeyRange range = visibility.row_range(i, len);
+    if (range.empty()) continue;
+    lo = std::min(lo, range.lo);
+    hi = std::max(hi, range.hi);
+  }
+  if (hi > lo) {
+    keys.first = lo / g.key_tile;
+    keys.last = (hi + g.key_tile - 1) / g.key_tile;
+  }
+  return keys;
+}
+
+// Query rows per segment of the banded path: a segment packs about as many new keys as it has
+// query rows, and half the packing budget of them is still in L2 when its query tiles read
+// them (packing a whole 32 MiB pair first sent every band read to DRAM and page-faulted a
+// fresh 32 MiB buffer per call: 1.27x slower per token at S = 65536 than at 4096).
+inline constexpr std::int64_t kBandSegmentFloats = kPackedBudgetFloats / 2;
+
+// Packed storage of the banded path: global-key tiles in fixed slots, band tiles in a ring of
+// `ring` slots (tile kt in slot globals + kt % ring), wide enough for any segment's band.
+struct BandRing {
+  std::int64_t ring = 1;
+  std::vector<std::int64_t> tile_slots;  // per key tile
+  std::vector<std::int64_t> slot_holds;  // per slot: the key tile packed there, or -1
+};
+
+inline BandRing MakeBandRing(const Problem& p, const FlashGeometry& g,
+                             const TileVisibility& visibility, const KeyPattern& pattern,
+                             const std::vector<std::uint8_t>& global_tiles, std::int64_t segment) {
+  BandRing r;
+  for (std::int64_t b = 0; b < p.batch(); ++b) {
+    const std::int64_t len = std::min(p.key_length(b), p.seq_k());
+    for (std::int64_t q0 = 0; q0 < g.query_tiles; q0 += segment) {
+      std::int64_t first = g.key_tiles, last = 0;
+      for (std::int64_t qt = q0; qt < std::min(q0 + segment, g.query_tiles); ++qt) {
+        const QueryTileKeys keys = KeysOfQueryTile(p, g, visibility, pattern, qt, len);
+        if (keys.global || keys.last <= keys.first) continue;
+        first = std::min(first, keys.first);
+        last = std::max(last, keys.last);
+      }
+      r.ring = std::max(r.ring, last - first);
+    }
+  }
+  std::int64_t globals = 0;
+  for (const std::uint8_t flag : global_tiles) globals += flag;
+  r.tile_slots.resize(static_cast<size_t>(g.key_tiles));
+  for (std::int64_t kt = 0, next_global = 0; kt < g.key_tiles; ++kt) {
+    r.tile_slots[static_cast<size_t>(kt)] =
+        global_tiles[static_cast<size_t>(kt)] != 0 ? next_global++ : globals + kt % r.ring;
+  }
+  r.slot_holds.assign(static_cast<size_t>(globals + r.ring), -1);
+  return r;
+}
+
+// Queues the key tiles [first, last) whose slot does not hold them yet.
+inline void QueueKeyTiles(BandRing& r, std::vector<std::int64_t>& to_pack, std::int64_t first,
+                          std::int64_t last) {
+  for (std::int64_t kt = first; kt < last; ++kt) {
+    std::int64_t& holds = r.slot_holds[static_cast<size_t>(r.tile_slots[static_cast<size_t>(kt)])];
+    if (holds == kt) continue;
+    holds = kt;
+    to_pack.push_back(kt);
+  }
+}
+
+// Band pattern with a pair larger than the packing budget: each pair runs in segments of query
+// tiles, each packing only the key tiles its band needs (into a ring) right before using them;
+// tiles shared with the previous segment stay packed. Global-key tiles are packed once per pair;
+// query tiles holding a global query row run last, on a fully packed copy. Work items are the
+// same as in FlashForward, so the result is bitwise identical.
+template <class Ops>
+void FlashForwardBanded(const Problem& p, const KeyPattern& pattern, const FlashGeometry& g,
+                        const TileVisibility& visibility,
+                        const std::vector<std::uint8_t>& global_tiles) {
+  const std::int64_t segment = std::clamp<std::int64_t>(
+      kBandSegmentFloats / ((g.dim + g.dv_pad) * g.query_tile), 1, g.query_tiles);
+  BandRing ring = MakeBandRing(p, g, visibility, pattern, global_tiles, segment);
+  const std::int64_t slots = static_cast<std::int64_t>(ring.slot_holds.size());
+  const std::int64_t k_floats = slots * g.key_tile * g.dim;
+  auto packed =
+      hwy::AllocateAligned<float>(static_cast<size_t>(k_floats + slots * g.key_tile * g.dv_pad));
+  float* packed_k = packed.get();
+  float* packed_v = packed.get() + k_floats;
+  const bool has_global_queries =
+      std::any_of(pattern.global_query.begin(), pattern.global_query.end(),
+                  [](std::uint8_t flag) { return flag != 0; });
+  hwy::AlignedFreeUniquePtr<float[]> full;
+  if (has_global_queries) {
+    full =
+        hwy::AllocateAligned<float>(static_cast<size_t>(g.packed_k_floats() + g.packed_v_floats()));
+  }
+  const std::int64_t group = p.group();
+  std::vector<QueryTileKeys> keys(static_cast<size_t>(g.query_tiles));
+  std::vector<std::int64_t> to_pack;
+  to_pack.reserve(static_cast<size_t>(g.key_tiles));
+#pragma omp parallel num_threads(p.threads)
+  {
+    FlashWorker<Ops> worker(p, g, visibility, pattern, global_tiles);
+    auto pack_queued = [&](std::int64_t b, std::int64_t hk, float* k_base, float* v_base,
+                           const std::int64_t* tile_slots) {
+#pragma omp for schedule(static)
+      for (size_t t = 0; t < to_pack.size(); ++t) {
+        const std::int64_t kt = to_pack[t], slot = tile_slots ? tile_slots[kt] : kt;
+        PackKeyValueTile(p, g, b, hk, kt, k_base + slot * g.key_tile * g.dim,
+                         v_base + slot * g.key_tile * g.dv_pad);
+      }
+    };
+    // Query tiles [q0, q1) times the heads of kv-head hk; global tiles only when `global`.
+    auto run_tiles = [&](std::int64_t b, std::int64_t hk, std::int64_t q0, std::int64_t q1,
+                         bool global, const float* k_base, const float* v_base,
+                         const std::int64_t* tile_slots) {
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t item = 0; item < (q1 - q0) * group; ++item) {
+        std::int64_t qt = q0 + item / group;
+        if (p.mask->causal) qt = q1 - 1 - (qt - q0);
+        if (keys[static_cast<size_t>(qt)].global != global) continue;
+        worker.run(b, hk * group + item % group, qt, k_base, v_base, tile_slots);
+      }
+    };
+    for (std::int64_t pair = 0; pair < p.batch() * p.heads_kv(); ++pair) {
+      const std::int64_t b = pair / p.heads_kv(), hk = pair % p.heads_kv();
+      const std::int64_t len = std::min(p.key_length(b), p.seq_k());
+      for (std::int64_t q0 = 0; q0 < g.query_tiles; q0 += segment) {
+        const std::int64_t q1 = std::min(q0 + segment, g.query_tiles);
+#pragma omp single
+        {
+          to_pack.clear();
+          if (q0 == 0) {
+            std::fill(ring.slot_holds.begin(), ring.slot_holds.end(), -1);
+            for (std::int64_t kt = 0; kt < g.key_tiles; ++kt) {
+              if (global_tiles[static_cast<size_t>(kt)] != 0)
+                QueueKeyTiles(ring, to_pack, kt, kt + 1);
+            }
+          }
+          for (std::int64_t qt = q0; qt < q1; ++qt) {
+            QueryTileKeys& k = keys[static_cast<size_t>(qt)];
+            k = KeysOfQueryTile(p, g, visibility, pattern, qt, len);
+            for (std::int64_t kt = k.first; kt < k.last && !k.global; ++kt) {
+              if (global_tiles[static_cast<size_t>(kt)] == 0)
+                QueueKeyTiles(ring, to_pack, kt, kt + 1);
+            }
+          }
+        }
+        const std::int64_t* slots_of = ring.tile_slots.data();
+        pack_queued(b, hk, packed_k, packed_v, slots_of);
+        run_tiles(b, hk, q0, q1, false, packed_k, packed_v, slots_of);
+      }
+      if (!has_global_queries) continue;
+#pragma omp single
+      {
+        to_pack.clear();
+        for (std::int64_t kt = 0; kt < g.key_tiles; ++kt) to_pack.push_back(kt);
+      }
+      float* full_k = full.get();
+      float* full_v = full.get() + g.packed_k_floats();
+      pack_queued(b, hk, full_k, full_v, nullptr);
+      run_tiles(b, hk, 0, g.query_tiles, true, full_k, full_v, nullptr);
+    }
+  }
+}
+
 template <class Ops>
 void FlashForward(const Problem& p, const KeyPattern& pattern) {
   const FlashGeometry g(p, kFlashBlocking<Ops>, static_cast<std::int64_t>(Ops::kLanes));
   const TileVisibility visibility(p, pattern);
   const std::vector<std::uint8_t> global_tiles = TilesWithGlobalKeys(pattern, g);
   const std::int64_t per_pair = g.packed_k_floats() + g.packed_v_floats();
+  if (pattern.banded && per_pair > kPackedBudgetFloats) {
+    FlashForwardBanded<Ops>(p, pattern, g, visibility, global_tiles);
+    return;
+  }
   const std::int64_t pairs = p.batch() * p.heads_kv();
   const std::int64_t pairs_per_round =
       std::clamp<std::int64_t>(kPackedBudgetFloats / per_pair, 1, pairs);
