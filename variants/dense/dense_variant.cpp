@@ -6,6 +6,7 @@
 #include "variants/dense/dense_rows.hpp"
 #include "variants/dense/flash_attention.hpp"
 #include "variants/registry.hpp"
+#include "variants/softmax_attention_cost.hpp"
 
 namespace seqattn::detail {
 namespace {
@@ -21,14 +22,7 @@ class DenseVariant final : public AttentionVariant {
   Cost cost(const Problem& p, const VariantSpec&) const override {
     double pairs = static_cast<double>(p.batch()) * p.heads_q() * p.seq_q() * p.seq_k();
     if (p.mask->causal) pairs *= 0.5;
-    Cost c;
-    c.flops = pairs * 2.0 * static_cast<double>(p.dim() + p.dim_v());
-    c.bytes =
-        4.0 * (static_cast<double>(p.batch()) * p.heads_q() * p.seq_q() * (p.dim() + p.dim_v()) +
-               static_cast<double>(p.batch()) * p.heads_kv() * p.seq_k() * (p.dim() + p.dim_v()));
-    if (p.weights)
-      c.bytes += 4.0 * static_cast<double>(p.batch()) * p.heads_q() * p.seq_q() * p.seq_k();
-    return c;
+    return softmax_attention_cost(p, pairs);
   }
 
   // The flash kernel never forms the weights; when they are asked for, the row-at-a-time

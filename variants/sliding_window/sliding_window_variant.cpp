@@ -10,6 +10,7 @@
 #include "variants/dense/flash_attention.hpp"
 #include "variants/dense/key_pattern.hpp"
 #include "variants/registry.hpp"
+#include "variants/softmax_attention_cost.hpp"
 
 namespace seqattn::detail {
 namespace {
@@ -74,14 +75,7 @@ class SlidingWindowVariant final : public AttentionVariant {
     for (std::int64_t i = 0; i < p.seq_q(); ++i)
       pairs += visible_keys(p, w, global_query, global_keys, i);
     pairs *= static_cast<double>(p.batch() * p.heads_q());
-    Cost c;
-    c.flops = pairs * 2.0 * static_cast<double>(p.dim() + p.dim_v());
-    c.bytes =
-        4.0 * (static_cast<double>(p.batch()) * p.heads_q() * p.seq_q() * (p.dim() + p.dim_v()) +
-               static_cast<double>(p.batch()) * p.heads_kv() * p.seq_k() * (p.dim() + p.dim_v()));
-    if (p.weights)
-      c.bytes += 4.0 * static_cast<double>(p.batch()) * p.heads_q() * p.seq_q() * p.seq_k();
-    return c;
+    return softmax_attention_cost(p, pairs);
   }
 
   void run(const Problem& p, const VariantSpec& spec) const override {
