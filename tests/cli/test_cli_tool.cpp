@@ -15,6 +15,7 @@
 
 #include "cli/npy.hpp"
 #include "seqattn/policy.hpp"
+#include "support/temp_dir_test.hpp"
 
 namespace seqattn {
 namespace {
@@ -56,17 +57,8 @@ Expected document_expected() {
   return e;
 }
 
-class CliTest : public ::testing::Test {
+class CliTest : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/seqattn_cli_XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-
   Result run(const std::string& args) const {
     const std::string command = std::string("'") + SEQATTN_CLI_PATH + "' " + args + " >'" +
                                 path("stdout.txt") + "' 2>'" + path("stderr.txt") + "'";
@@ -118,8 +110,6 @@ class CliTest : public ::testing::Test {
     save("k.npy", {3, 2}, project(wk));
     save("v.npy", {3, 2}, project(wv));
   }
-
-  std::string dir_;
 };
 
 TEST_F(CliTest, RunReproducesTheDocumentExample) {

@@ -14,20 +14,13 @@
 #include "cli/npy.hpp"
 #include "cli/scaling_math.hpp"
 #include "seqattn/error.hpp"
+#include "support/temp_dir_test.hpp"
 
 namespace seqattn {
 namespace {
 
-class NpyTest : public ::testing::Test {
+class NpyTest : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/seqattn_npy_XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
   void write_raw(const std::string& name, const std::string& bytes) const {
     std::ofstream(path(name), std::ios::binary) << bytes;
   }
@@ -60,8 +53,6 @@ class NpyTest : public ::testing::Test {
       EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
     }
   }
-
-  std::string dir_;
 };
 
 TEST_F(NpyTest, RoundTripKeepsShapeAndBits) {
