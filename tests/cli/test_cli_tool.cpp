@@ -81,16 +81,6 @@ class CliTest : public testing::TempDirTest {
             const std::vector<float>& values) const {
     npy::write_file_atomically(path(name), npy::encode(shape, values.data()), "test");
   }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    DIR* d = ::opendir(dir_.c_str());
-    while (dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (name != "." && name != "..") names.push_back(name);
-    }
-    ::closedir(d);
-    return names;
-  }
   bool exists(const std::string& name) const { return ::access(path(name).c_str(), F_OK) == 0; }
 
   // The document example (seed 000): Q = X W_Q, K = X W_K, V = X W_V with d_k = 2.

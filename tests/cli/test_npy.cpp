@@ -24,16 +24,6 @@ class NpyTest : public testing::TempDirTest {
   void write_raw(const std::string& name, const std::string& bytes) const {
     std::ofstream(path(name), std::ios::binary) << bytes;
   }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    DIR* d = ::opendir(dir_.c_str());
-    while (dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (name != "." && name != "..") names.push_back(name);
-    }
-    ::closedir(d);
-    return names;
-  }
   // A hand-made .npy file: header dict text and data bytes, in the given format version.
   static std::string npy_bytes(const std::string& dict, const std::string& data, int major = 1) {
     std::string header = dict + "\n";

@@ -240,24 +240,30 @@ void AddRowSums(const float* HWY_RESTRICT x, std::int64_t rows, std::int64_t col
 
 // c[i, :] = beta·c[i, :] + Σ_p a[i, p]·b[p, :] for i < n: a row-times-matrix product for the
 // few-row blocks of token-by-token decoding, where packing for the GEMM engine costs more than
+
+// out[0, cols) += w·row[0, cols): one row of the small products below.
+HWY_INLINE void AxpyRow(float w, const float* HWY_RESTRICT row, std::int64_t cols,
+                        float* HWY_RESTRICT out) {
+  const FullTag d;
+  const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
+  const auto vw = hn::Set(d, w);
+  std::int64_t j = 0;
+  for (; j + lanes <= cols; j += lanes) {
+    hn::StoreU(hn::MulAdd(vw, hn::LoadU(d, row + j), hn::LoadU(d, out + j)), d, out + j);
+  }
+  for (; j < cols; ++j) out[j] += w * row[j];
+}
+
 // the arithmetic.
 void SmallMultiply(std::int64_t n, std::int64_t cols, std::int64_t k, const float* HWY_RESTRICT a,
                    std::int64_t lda, const float* HWY_RESTRICT b, std::int64_t ldb, float beta,
                    float* HWY_RESTRICT c, std::int64_t ldc) {
-  const FullTag d;
-  const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
   for (std::int64_t i = 0; i < n; ++i) {
     float* out = c + i * ldc;
     if (beta == 0.0f) std::fill(out, out + cols, 0.0f);
     for (std::int64_t p = 0; p < k; ++p) {
       const float w = a[i * lda + p];
-      const float* row = b + p * ldb;
-      const auto vw = hn::Set(d, w);
-      std::int64_t j = 0;
-      for (; j + lanes <= cols; j += lanes) {
-        hn::StoreU(hn::MulAdd(vw, hn::LoadU(d, row + j), hn::LoadU(d, out + j)), d, out + j);
-      }
-      for (; j < cols; ++j) out[j] += w * row[j];
+      AxpyRow(w, b + p * ldb, cols, out);
     }
   }
 }
@@ -267,19 +273,11 @@ void SmallTransposedAccumulate(std::int64_t k, std::int64_t m, std::int64_t cols
                                const float* HWY_RESTRICT a, std::int64_t lda,
                                const float* HWY_RESTRICT b, std::int64_t ldb, float* HWY_RESTRICT c,
                                std::int64_t ldc) {
-  const FullTag d;
-  const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
   for (std::int64_t r = 0; r < m; ++r) {
     float* out = c + r * ldc;
     for (std::int64_t p = 0; p < k; ++p) {
       const float w = a[p * lda + r];
-      const float* row = b + p * ldb;
-      const auto vw = hn::Set(d, w);
-      std::int64_t j = 0;
-      for (; j + lanes <= cols; j += lanes) {
-        hn::StoreU(hn::MulAdd(vw, hn::LoadU(d, row + j), hn::LoadU(d, out + j)), d, out + j);
-      }
-      for (; j < cols; ++j) out[j] += w * row[j];
+      AxpyRow(w, b + p * ldb, cols, out);
     }
   }
 }
