@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "seqattn/options.hpp"
@@ -41,6 +42,14 @@ struct Cost {
   double bytes = 0;
 };
 
+// What a plan keeps of its variant: everything derived from the shape and the spec alone
+// (block structure, random matrices), immutable, so one instance serves concurrent runs.
+class PreparedVariant {
+ public:
+  virtual ~PreparedVariant() = default;
+  virtual void run(const Problem& problem) const = 0;
+};
+
 class AttentionVariant {
  public:
   virtual ~AttentionVariant() = default;
@@ -50,6 +59,11 @@ class AttentionVariant {
   virtual void check(const Problem& problem, const VariantSpec& spec) const = 0;
   virtual Cost cost(const Problem& problem, const VariantSpec& spec) const = 0;
   virtual void run(const Problem& problem, const VariantSpec& spec) const = 0;
+  // Called once per plan with a problem that carries shapes (no data) and passed check().
+  // The default keeps the spec and calls run(problem, spec); variants with per-shape state
+  // (patterns, matrices) build it here instead of on every run.
+  virtual std::shared_ptr<const PreparedVariant> prepare(const Problem& shape,
+                                                         const VariantSpec& spec) const;
 };
 
 // The variant implementing `id` (never kAuto). Variants are listed in variants/registry.cpp.

@@ -3,7 +3,29 @@
 #include "variants/registry.hpp"
 #include "variants/attention_variant.hpp"
 
+#include <memory>
+#include <utility>
+
 namespace seqattn::detail {
+namespace {
+
+class SpecRunner final : public PreparedVariant {
+ public:
+  SpecRunner(const AttentionVariant& variant, VariantSpec spec)
+      : variant_(variant), spec_(std::move(spec)) {}
+  void run(const Problem& problem) const override { variant_.run(problem, spec_); }
+
+ private:
+  const AttentionVariant& variant_;
+  VariantSpec spec_;
+};
+
+}  // namespace
+
+std::shared_ptr<const PreparedVariant> AttentionVariant::prepare(const Problem&,
+                                                                 const VariantSpec& spec) const {
+  return std::make_shared<SpecRunner>(*this, spec);
+}
 
 const AttentionVariant& variant_for(Variant id) {
   switch (id) {

@@ -16,8 +16,8 @@ struct RunRecord {
   std::string reason;                 // why this variant (explicit, or the policy's decision)
   double flops = 0;                   // the variant's own FLOP count (see docs/architecture.md)
   double bytes = 0;                   // bytes of inputs read plus outputs written, at least once
-  double seconds = 0;                 // wall time of the kernel, excluding validation
-  int threads = 1;                    // threads used
+  double seconds = 0;                 // wall time of the whole call, validation included
+  int threads = 1;                    // threads the kernel ran with
   std::string simd_target;            // e.g. "highway:AVX3", "xsimd:avx512f"
 };
 

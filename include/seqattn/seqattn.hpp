@@ -3,8 +3,10 @@
 
 #include "seqattn/attention.hpp"
 #include "seqattn/error.hpp"
+#include "seqattn/kv_cache.hpp"
 #include "seqattn/linear_state.hpp"
 #include "seqattn/mha.hpp"
 #include "seqattn/options.hpp"
+#include "seqattn/plan.hpp"
 #include "seqattn/policy.hpp"
 #include "seqattn/tensor.hpp"

@@ -106,13 +106,12 @@ void check_no_self_overlap(const std::string& name, const std::array<std::int64_
   }
 }
 
-Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
-                         const Tensor& out, const AttentionOptions& options) {
-  const ByteRange rq = check_view("q", q.data, q.shape, q.strides, sizeof(float));
-  const ByteRange rk = check_view("k", k.data, k.shape, k.strides, sizeof(float));
-  const ByteRange rv = check_view("v", v.data, v.shape, v.strides, sizeof(float));
-  const ByteRange ro = check_view("out", out.data, out.shape, out.strides, sizeof(float));
-
+AttentionShape shape_of(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                        const Tensor& out) {
+  check_view("q", q.data, q.shape, q.strides, sizeof(float));
+  check_view("k", k.data, k.shape, k.strides, sizeof(float));
+  check_view("v", v.data, v.shape, v.strides, sizeof(float));
+  check_view("out", out.data, out.shape, out.strides, sizeof(float));
   expect_extent("k", 0, k.shape[0], q.shape[0], "q's batch");
   expect_extent("v", 0, v.shape[0], q.shape[0], "q's batch");
   if (q.shape[1] % k.shape[1] != 0) {
@@ -126,14 +125,49 @@ Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const Const
   if (out.shape != out_shape) {
     fail("out.shape", shape_text(out_shape) + " = [B, H_q, S_q, D_v]", shape_text(out.shape));
   }
-  check_no_self_overlap("out", out.shape, out.strides);
-  std::vector<std::pair<std::string, ByteRange>> inputs{{"q", rq}, {"k", rk}, {"v", rv}};
+  return {q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3]};
+}
 
+void check_shape(const AttentionShape& s) {
+  const std::pair<const char*, std::int64_t> extents[] = {
+      {"shape.batch", s.batch}, {"shape.heads_q", s.heads_q}, {"shape.heads_kv", s.heads_kv},
+      {"shape.seq_q", s.seq_q}, {"shape.seq_k", s.seq_k},     {"shape.dim", s.dim},
+      {"shape.dim_v", s.dim_v}};
+  for (const auto& [name, value] : extents) {
+    if (value < 1) fail(name, ">= 1", str(value));
+  }
+  if (s.heads_q % s.heads_kv != 0) {
+    fail("shape.heads_kv", "a divisor of heads_q = " + str(s.heads_q), str(s.heads_kv),
+         "grouped-query attention needs H_q to be a multiple of H_kv");
+  }
+  // Every tensor of the problem (and the S_q x S_k weights) must be addressable.
+  const std::int64_t widest = std::max({s.dim, s.dim_v, s.seq_k});
+  const std::int64_t longest = std::max(s.seq_q, s.seq_k);
+  std::int64_t count = 0;
+  if (__builtin_mul_overflow(s.batch, s.heads_q, &count) ||
+      __builtin_mul_overflow(count, longest, &count) ||
+      __builtin_mul_overflow(count, widest, &count) ||
+      __builtin_mul_overflow(count, std::int64_t{8}, &count)) {
+    fail("shape", "extents whose tensors fit in 63 bits of bytes",
+         shape_text({s.batch, s.heads_q, longest, widest}));
+  }
+}
+
+Problem plan_problem(const AttentionShape& shape, const AttentionOptions& options) {
+  check_shape(shape);
+  if (options.weights) {
+    fail("options.weights", "unset when planning", "a view",
+         "a plan is shared between calls: pass per-call outputs to AttentionPlan::run");
+  }
+  if (options.lse) {
+    fail("options.lse", "unset when planning", "a view",
+         "a plan is shared between calls: pass per-call outputs to AttentionPlan::run");
+  }
   Problem p;
-  p.q = q;
-  p.k = k;
-  p.v = v;
-  p.out = out;
+  p.q.shape = {shape.batch, shape.heads_q, shape.seq_q, shape.dim};
+  p.k.shape = {shape.batch, shape.heads_kv, shape.seq_k, shape.dim};
+  p.v.shape = {shape.batch, shape.heads_kv, shape.seq_k, shape.dim_v};
+  p.out.shape = {shape.batch, shape.heads_q, shape.seq_q, shape.dim_v};
   p.mask = &options.mask;
 
   const Mask& mask = options.mask;
@@ -149,8 +183,8 @@ Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const Const
       }
     }
   }
-  if (mask.keep) inputs.emplace_back("mask.keep", check_mask_like("mask.keep", *mask.keep, p));
-  if (mask.bias) inputs.emplace_back("mask.bias", check_mask_like("mask.bias", *mask.bias, p));
+  if (mask.keep) check_mask_like("mask.keep", *mask.keep, p);
+  if (mask.bias) check_mask_like("mask.bias", *mask.bias, p);
 
   if (options.scale) {
     if (!std::isfinite(*options.scale))
@@ -159,11 +193,45 @@ Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const Const
   } else {
     p.scale = 1.0f / std::sqrt(static_cast<float>(p.dim()));
   }
+  if (options.threads < 0) fail("threads", ">= 0 (0 = all cores)", str(options.threads));
+  p.threads = options.threads == 0 ? omp_get_max_threads() : options.threads;
+  return p;
+}
 
+namespace {
+
+ByteRange bind_view(const std::string& name, const ConstTensor& view,
+                    const std::array<std::int64_t, 4>& planned) {
+  const ByteRange range = check_view(name, view.data, view.shape, view.strides, sizeof(float));
+  if (view.shape != planned) {
+    fail(name + ".shape", shape_text(planned) + " (as planned)", shape_text(view.shape),
+         "make a plan for this shape");
+  }
+  return range;
+}
+
+}  // namespace
+
+Problem bind_outputs(const Problem& bound_inputs, const Tensor& out, const RunOutputs& outputs,
+                     std::vector<std::pair<std::string, ByteRange>> inputs) {
+  Problem p = bound_inputs;
+  const ByteRange ro = bind_view("out", out, p.out.shape);
+  check_no_self_overlap("out", out.shape, out.strides);
+  const Mask& mask = *p.mask;
+  if (mask.keep) {
+    const auto& m = *mask.keep;
+    inputs.emplace_back("mask.keep", check_view("mask.keep", m.data, m.shape, m.strides, 1));
+  }
+  if (mask.bias) {
+    const auto& m = *mask.bias;
+    inputs.emplace_back("mask.bias",
+                        check_view("mask.bias", m.data, m.shape, m.strides, sizeof(float)));
+  }
   check_output_disjoint("out", ro, inputs);
   inputs.emplace_back("out", ro);
-  if (options.weights) {
-    const Tensor& w = *options.weights;
+  p.out = out;
+  if (outputs.weights) {
+    const Tensor& w = *outputs.weights;
     ByteRange rw = check_view("weights", w.data, w.shape, w.strides, sizeof(float));
     const std::array<std::int64_t, 4> want{p.batch(), p.heads_q(), p.seq_q(), p.seq_k()};
     if (w.shape != want)
@@ -173,8 +241,8 @@ Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const Const
     inputs.emplace_back("weights", rw);
     p.weights = w;
   }
-  if (options.lse) {
-    const Tensor& l = *options.lse;
+  if (outputs.lse) {
+    const Tensor& l = *outputs.lse;
     ByteRange rl = check_view("lse", l.data, l.shape, l.strides, sizeof(float));
     const std::array<std::int64_t, 4> want{p.batch(), p.heads_q(), p.seq_q(), 1};
     if (l.shape != want)
@@ -183,9 +251,30 @@ Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const Const
     check_output_disjoint("lse", rl, inputs);
     p.lse = l;
   }
-  if (options.threads < 0) fail("threads", ">= 0 (0 = all cores)", str(options.threads));
-  p.threads = options.threads == 0 ? omp_get_max_threads() : options.threads;
   return p;
+}
+
+Problem bind_problem(const Problem& planned, const ConstTensor& q, const ConstTensor& k,
+                     const ConstTensor& v, const Tensor& out, const RunOutputs& outputs) {
+  Problem p = planned;
+  std::vector<std::pair<std::string, ByteRange>> inputs{{"q", bind_view("q", q, planned.q.shape)},
+                                                        {"k", bind_view("k", k, planned.k.shape)},
+                                                        {"v", bind_view("v", v, planned.v.shape)}};
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  return bind_outputs(p, out, outputs, std::move(inputs));
+}
+
+Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                         const Tensor& out, const AttentionOptions& options) {
+  const AttentionShape shape = shape_of(q, k, v, out);
+  AttentionOptions planned = options;
+  planned.lse.reset();
+  planned.weights.reset();
+  Problem p = plan_problem(shape, planned);
+  p.mask = &options.mask;
+  return bind_problem(p, q, k, v, out, RunOutputs{options.lse, options.weights});
 }
 
 }  // namespace seqattn::detail

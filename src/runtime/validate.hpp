@@ -4,8 +4,11 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "seqattn/error.hpp"
+#include "seqattn/plan.hpp"
 #include "seqattn/tensor.hpp"
 #include "variants/attention_variant.hpp"
 
@@ -32,8 +35,28 @@ ByteRange check_view(const std::string& name, const void* data,
 void check_no_self_overlap(const std::string& name, const std::array<std::int64_t, 4>& shape,
                            const std::array<std::int64_t, 4>& strides);
 
-// Validates q/k/v/out and the options' mask, bias, scale, weights, lse and threads; returns
-// the problem every variant runs on. Throws before anything is written.
+// The extents of q, k, v and out, checked for consistency (the messages name the tensor).
+AttentionShape shape_of(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                        const Tensor& out);
+
+// Extents >= 1, H_q a multiple of H_kv, sizes that fit.
+void check_shape(const AttentionShape& shape);
+
+// Every check that needs no tensor data: the shape, key lengths, keep/bias views against the
+// shape, scale, threads. The problem's q/k/v/out carry shapes only (null data); its mask points
+// at options.mask, which must outlive it.
+Problem plan_problem(const AttentionShape& shape, const AttentionOptions& options);
+
+// Binds out and the per-call outputs to a problem whose inputs are bound: shapes as planned,
+// pointers, strides, no self-overlap, and no output overlapping `inputs` or mask.keep/bias.
+Problem bind_outputs(const Problem& bound_inputs, const Tensor& out, const RunOutputs& outputs,
+                     std::vector<std::pair<std::string, ByteRange>> inputs);
+
+// Binds q, k, v, out and the per-call outputs to a planned problem (see bind_outputs).
+Problem bind_problem(const Problem& planned, const ConstTensor& q, const ConstTensor& k,
+                     const ConstTensor& v, const Tensor& out, const RunOutputs& outputs);
+
+// shape_of + plan_problem + bind_problem in one call (for one-shot entry points).
 Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
                          const Tensor& out, const AttentionOptions& options);
 

@@ -25,18 +25,22 @@ class DenseVariant final : public AttentionVariant {
     return softmax_attention_cost(p, pairs);
   }
 
-  // The flash kernel never forms the weights; when they are asked for, the row-at-a-time
-  // kernel (which materialises one row of scores) computes out, lse and weights together.
   void run(const Problem& p, const VariantSpec&) const override {
-    if (p.weights) {
-      dense_rows_forward(p, KeyPattern::dense());
-    } else {
-      flash_forward(p, KeyPattern::dense());
-    }
+    softmax_forward(p, KeyPattern::dense());
   }
 };
 
 }  // namespace
+
+// The row-at-a-time kernel materialises one row of scores, so it computes out, lse and the
+// weights together.
+void softmax_forward(const Problem& p, const KeyPattern& pattern) {
+  if (p.weights) {
+    dense_rows_forward(p, pattern);
+  } else {
+    flash_forward(p, pattern);
+  }
+}
 
 const AttentionVariant& dense_variant() {
   static const DenseVariant instance;

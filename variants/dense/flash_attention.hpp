@@ -10,4 +10,8 @@ namespace seqattn::detail {
 // Does not write attention weights (see dense_rows_forward for that).
 void flash_forward(const Problem& p, const KeyPattern& pattern);
 
+// The softmax variants' run: the flash kernel, or the row-at-a-time kernel when weights are
+// asked for (the flash kernel never forms them).
+void softmax_forward(const Problem& p, const KeyPattern& pattern);
+
 }  // namespace seqattn::detail

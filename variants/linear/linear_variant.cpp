@@ -1,5 +1,6 @@
 // Kernelised linear attention: the variant object (checks, cost) and the batch × head driver.
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -65,10 +66,32 @@ class LinearVariant final : public AttentionVariant {
   }
 
   void run(const Problem& p, const VariantSpec& spec) const override {
-    const LinearPlan plan =
-        make_linear_plan(std::get<LinearSpec>(spec), p.dim(), p.dim_v(), p.scale);
+    run_plan(p, make_linear_plan(std::get<LinearSpec>(spec), p.dim(), p.dim_v(), p.scale),
+             cost(p, spec).flops);
+  }
+
+  // The feature-map plan (FAVOR+'s random matrix) depends on the spec and shape only.
+  std::shared_ptr<const PreparedVariant> prepare(const Problem& p,
+                                                 const VariantSpec& spec) const override {
+    return std::make_shared<Prepared>(
+        make_linear_plan(std::get<LinearSpec>(spec), p.dim(), p.dim_v(), p.scale),
+        cost(p, spec).flops);
+  }
+
+ private:
+  class Prepared final : public PreparedVariant {
+   public:
+    Prepared(LinearPlan plan, double flops) : plan_(std::move(plan)), flops_(flops) {}
+    void run(const Problem& p) const override { run_plan(p, plan_, flops_); }
+
+   private:
+    LinearPlan plan_;
+    double flops_;
+  };
+
+  static void run_plan(const Problem& p, const LinearPlan& plan, double flops) {
     // Below ~1 MFLOP a thread team costs more than it saves.
-    const int team = cost(p, spec).flops >= kMinParallelFlops ? p.threads : 1;
+    const int team = flops >= kMinParallelFlops ? p.threads : 1;
     if (p.mask->causal) {
       run_causal(p, plan, team);
     } else {
@@ -76,7 +99,6 @@ class LinearVariant final : public AttentionVariant {
     }
   }
 
- private:
   static ConstRows visible_rows(const ConstTensor& t, const Problem& p, std::int64_t b,
                                 std::int64_t hk) {
     ConstRows rows = head_rows(t, b, hk);

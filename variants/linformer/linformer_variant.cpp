@@ -2,9 +2,7 @@
 // dense attention over the proj_len projected keys through the dense variant's own kernel.
 #include <algorithm>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -45,56 +43,31 @@ void check_projection(const std::string& name, const MatrixView<const float>& m,
     fail(name + ".row_stride", ">= cols = " + str(m.cols), str(m.row_stride));
 }
 
-// Drawing a projection costs proj_len·S_k Gaussians (more than the attention itself at
-// proj_len = 256), and callers repeat shapes, so the last E and F drawn are kept: a
-// process-wide two-entry cache keyed by (proj_len, S_k, seed), shared safely between threads.
-class DrawnProjections {
- public:
-  std::shared_ptr<const std::vector<float>> get(std::int64_t proj_len, std::int64_t seq_k,
-                                                std::uint64_t seed) {
-    const Key key{proj_len, seq_k, seed};
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const Entry& e : entries_) {
-      if (e.key == key) return e.matrix;
-    }
-    auto matrix = std::make_shared<const std::vector<float>>(
-        linformer_random_projection(proj_len, seq_k, seed));
-    if (entries_.size() == kEntries) entries_.erase(entries_.begin());
-    entries_.push_back({key, matrix});
-    return matrix;
-  }
-
- private:
-  static constexpr std::size_t kEntries = 2;  // E and F of the most recent shape
-  using Key = std::tuple<std::int64_t, std::int64_t, std::uint64_t>;
-  struct Entry {
-    Key key;
-    std::shared_ptr<const std::vector<float>> matrix;
-  };
-  std::mutex mutex_;
-  std::vector<Entry> entries_;
-};
-
-// E and F as used: the caller's, or linformer_random_projection(proj_len, S_k, ·) drawn from
-// spec.seed (E) and spec.seed + 1 (F), so that the two differ for any seed.
+// E and F as used, owned: the caller's copied (their first S_k columns), or
+// linformer_random_projection(proj_len, S_k, ·) drawn from spec.seed (E) and spec.seed + 1 (F),
+// so that the two differ for any seed. Drawing costs proj_len·S_k Gaussians (more than the
+// attention itself at proj_len = 256): a plan does it once.
 struct Projections {
-  std::shared_ptr<const std::vector<float>> e_storage, f_storage;
+  std::vector<float> e_storage, f_storage;
   MatrixView<const float> e, f;
 };
 
+std::vector<float> copy_or_draw(const MatrixView<const float>& given_matrix, std::int64_t proj_len,
+                                std::int64_t seq_k, std::uint64_t seed) {
+  if (!given(given_matrix)) return linformer_random_projection(proj_len, seq_k, seed);
+  std::vector<float> m(static_cast<std::size_t>(proj_len * seq_k));
+  for (std::int64_t r = 0; r < proj_len; ++r) {
+    std::copy(given_matrix.row(r), given_matrix.row(r) + seq_k, m.begin() + r * seq_k);
+  }
+  return m;
+}
+
 Projections projections(const LinformerSpec& spec, std::int64_t seq_k) {
-  static DrawnProjections drawn;
   Projections p;
-  p.e = spec.e;
-  p.f = spec.f;
-  if (!given(spec.e)) {
-    p.e_storage = drawn.get(spec.proj_len, seq_k, spec.seed);
-    p.e = {p.e_storage->data(), spec.proj_len, seq_k, seq_k};
-  }
-  if (!given(spec.f)) {
-    p.f_storage = drawn.get(spec.proj_len, seq_k, spec.seed + 1);
-    p.f = {p.f_storage->data(), spec.proj_len, seq_k, seq_k};
-  }
+  p.e_storage = copy_or_draw(spec.e, spec.proj_len, seq_k, spec.seed);
+  p.f_storage = copy_or_draw(spec.f, spec.proj_len, seq_k, spec.seed + 1);
+  p.e = {p.e_storage.data(), spec.proj_len, seq_k, seq_k};
+  p.f = {p.f_storage.data(), spec.proj_len, seq_k, seq_k};
   return p;
 }
 
@@ -161,8 +134,26 @@ class LinformerVariant final : public AttentionVariant {
 
   void run(const Problem& p, const VariantSpec& spec) const override {
     const auto& s = std::get<LinformerSpec>(spec);
-    const Projections proj = projections(s, p.seq_k());
-    const std::int64_t k = s.proj_len, heads = p.heads_kv(), tasks = p.batch() * heads;
+    run_projected(p, projections(s, p.seq_k()));
+  }
+
+  std::shared_ptr<const PreparedVariant> prepare(const Problem& p,
+                                                 const VariantSpec& spec) const override {
+    return std::make_shared<Prepared>(projections(std::get<LinformerSpec>(spec), p.seq_k()));
+  }
+
+ private:
+  class Prepared final : public PreparedVariant {
+   public:
+    explicit Prepared(Projections proj) : proj_(std::move(proj)) {}
+    void run(const Problem& p) const override { run_projected(p, proj_); }
+
+   private:
+    Projections proj_;
+  };
+
+  static void run_projected(const Problem& p, const Projections& proj) {
+    const std::int64_t k = proj.e.rows, heads = p.heads_kv(), tasks = p.batch() * heads;
     std::vector<float> kp(static_cast<std::size_t>(tasks * k * p.dim()));
     std::vector<float> vp(static_cast<std::size_t>(tasks * k * p.dim_v()));
     // Below ~1 MFLOP of projection a thread team costs more than it saves.

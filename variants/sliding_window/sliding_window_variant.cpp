@@ -2,11 +2,11 @@
 // aligned diagonal plus global rows and columns; only tiles meeting the band or a global
 // row/column are visited, so the work is O(S·(w + globals)·D).
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/validate.hpp"
-#include "variants/dense/dense_rows.hpp"
 #include "variants/dense/flash_attention.hpp"
 #include "variants/dense/key_pattern.hpp"
 #include "variants/registry.hpp"
@@ -79,16 +79,28 @@ class SlidingWindowVariant final : public AttentionVariant {
   }
 
   void run(const Problem& p, const VariantSpec& spec) const override {
-    const auto& w = std::get<SlidingWindowSpec>(spec);
-    const KeyPattern pattern =
-        KeyPattern::sliding_window(p, w.left, w.right, sorted_unique(w.global_tokens));
-    // Weights need whole rows of scores: the row-at-a-time kernel computes them (and out).
-    if (p.weights) {
-      dense_rows_forward(p, pattern);
-    } else {
-      flash_forward(p, pattern);
-    }
+    softmax_forward(p, pattern_of(p, std::get<SlidingWindowSpec>(spec)));
   }
+
+  // The band and the global-token tables depend on the shape only: a plan builds them once.
+  std::shared_ptr<const PreparedVariant> prepare(const Problem& p,
+                                                 const VariantSpec& spec) const override {
+    return std::make_shared<Prepared>(pattern_of(p, std::get<SlidingWindowSpec>(spec)));
+  }
+
+ private:
+  static KeyPattern pattern_of(const Problem& p, const SlidingWindowSpec& w) {
+    return KeyPattern::sliding_window(p, w.left, w.right, sorted_unique(w.global_tokens));
+  }
+
+  class Prepared final : public PreparedVariant {
+   public:
+    explicit Prepared(KeyPattern pattern) : pattern_(std::move(pattern)) {}
+    void run(const Problem& p) const override { softmax_forward(p, pattern_); }
+
+   private:
+    KeyPattern pattern_;
+  };
 };
 
 }  // namespace

@@ -1,0 +1,72 @@
+// KvCache: the keys and values of past tokens, kept in the layout the attention kernel reads,
+// so that decoding one token packs only that token and attention never repacks the cache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "seqattn/tensor.hpp"
+
+namespace seqattn {
+
+namespace detail {
+struct KvCacheAccess;  // the library's view of the packed storage
+}
+
+struct KvCacheShape {
+  std::int64_t batch = 1;
+  std::int64_t heads_kv = 1;
+  std::int64_t capacity = 4096;  // tokens kept per sequence
+  std::int64_t dim = 64;         // D of the keys (and of the queries that attend to them)
+  std::int64_t dim_v = 64;       // D_v of the values (and of the output)
+};
+
+enum class KvCacheMode {
+  // Tokens occupy positions 0, 1, …; appending past `capacity` is an error.
+  kLinear,
+  // A ring of the last `capacity` tokens for sliding-window models: positions keep counting,
+  // the oldest token is overwritten. Attention over it must be a sliding window whose left
+  // reach plus the new queries fits the ring (checked), and then equals the sliding-window
+  // variant over the whole sequence.
+  kRing,
+};
+
+// Layout (for readers of docs/architecture.md, not an API promise): per (batch, kv head),
+// blocks of 64 tokens; a block's keys are stored transposed [D][64] and its values row-major
+// [64][D_v rounded up to 16], both 64-byte aligned, so the kernel's Q·Kᵀ micro-kernel reads
+// whole vectors of keys and its P·V micro-kernel whole vectors of value columns.
+class KvCache {
+ public:
+  // Throws Error for a non-positive extent or a size that does not fit in memory.
+  explicit KvCache(const KvCacheShape& shape, KvCacheMode mode = KvCacheMode::kLinear);
+  ~KvCache();
+  KvCache(KvCache&&) noexcept;
+  KvCache& operator=(KvCache&&) noexcept;
+
+  // Appends n tokens to every sequence: k [B, H_kv, n, D], v [B, H_kv, n, D_v], any strides.
+  // Throws Error (and changes nothing) on a shape mismatch or, in linear mode, when a sequence
+  // would exceed the capacity.
+  void append(const ConstTensor& k, const ConstTensor& v);
+  // Appends n tokens to sequence `batch` only: k [1, H_kv, n, D], v [1, H_kv, n, D_v].
+  void append(std::int64_t batch, const ConstTensor& k, const ConstTensor& v);
+
+  // Tokens appended to sequence b since construction or clear() (in ring mode this keeps
+  // counting past the capacity: it is the position of the next token).
+  std::int64_t length(std::int64_t batch) const;
+  // Tokens still stored for sequence b: min(length, capacity).
+  std::int64_t stored(std::int64_t batch) const;
+  void clear();                    // every sequence
+  void clear(std::int64_t batch);  // one sequence
+
+  const KvCacheShape& shape() const;
+  KvCacheMode mode() const;
+  std::int64_t bytes() const;  // memory held for K and V
+
+ private:
+  friend struct detail::KvCacheAccess;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace seqattn

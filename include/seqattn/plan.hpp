@@ -1,0 +1,82 @@
+// Plan → execute: everything attend() would rebuild per call (validation of the options, the
+// variant choice, block structure, FAVOR+ and Linformer matrices, the decode split) is done
+// once by make_plan(); AttentionPlan::run() then checks only what can differ between calls
+// (pointers, strides, overlap) and runs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "seqattn/attention.hpp"
+#include "seqattn/kv_cache.hpp"
+#include "seqattn/options.hpp"
+#include "seqattn/tensor.hpp"
+
+namespace seqattn {
+
+namespace detail {
+struct PlanState;
+}
+
+// The extents a plan is built for: q [B, H_q, S_q, D], k [B, H_kv, S_k, D],
+// v [B, H_kv, S_k, D_v], out [B, H_q, S_q, D_v]. For a plan over a KvCache, S_k is the
+// cache's capacity (the split of the keys over threads is derived from it).
+struct AttentionShape {
+  std::int64_t batch = 1;
+  std::int64_t heads_q = 1;
+  std::int64_t heads_kv = 1;
+  std::int64_t seq_q = 1;
+  std::int64_t seq_k = 1;
+  std::int64_t dim = 64;
+  std::int64_t dim_v = 64;
+};
+
+// The shape of a plan that attends S_q new queries over `cache`.
+AttentionShape cache_shape(const KvCacheShape& cache, std::int64_t heads_q, std::int64_t seq_q);
+
+// Per-call outputs besides `out` (a plan is shared between calls, so they are not options).
+struct RunOutputs {
+  std::optional<Tensor> lse;      // [B, H_q, S_q, 1]
+  std::optional<Tensor> weights;  // [B, H_q, S_q, S_k] (dense and sliding window, not caches)
+};
+
+class AttentionPlan {
+ public:
+  // Scratch a run needs. run() without a workspace allocates it; a caller that runs often
+  // passes its own (64-byte aligned, at least workspace_bytes()), one per concurrent run.
+  std::size_t workspace_bytes() const;
+
+  // Attention over q, k, v (shapes as planned; any strides; out must not overlap an input).
+  // Throws Error, writing nothing, on a bad view. One plan may run from many threads at once.
+  RunRecord run(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v, const Tensor& out,
+                const RunOutputs& outputs = {}, std::span<std::byte> workspace = {}) const;
+
+  // S_q new queries over the tokens in `cache` (append the new tokens first): query i of
+  // sequence b sits at position length(b) - S_q + i, and causal masks, windows and global
+  // tokens are taken at those positions. Dense and sliding window only; lse may be asked.
+  RunRecord run(const ConstTensor& q, const KvCache& cache, const Tensor& out,
+                const RunOutputs& outputs = {}, std::span<std::byte> workspace = {}) const;
+
+  const AttentionShape& shape() const;
+  Variant variant() const;  // the variant that runs (never kAuto)
+
+ private:
+  friend AttentionPlan make_plan(const AttentionShape&, const AttentionOptions&);
+  explicit AttentionPlan(std::shared_ptr<const detail::PlanState> state);
+  std::shared_ptr<const detail::PlanState> state_;
+};
+
+// Validates shape and options (every check that does not need the data) and resolves the
+// variant. options.weights and options.lse must be unset (they are per call: RunOutputs).
+// Views inside the options (mask.keep, mask.bias) are referenced, not copied: keep them alive
+// while the plan is used. Caller-given FAVOR+ and Linformer matrices are copied.
+AttentionPlan make_plan(const AttentionShape& shape, const AttentionOptions& options);
+
+// One-shot attention over a cache: make_plan(cache_shape(…), options).run(q, cache, out, …).
+RunRecord attend(const ConstTensor& q, const KvCache& cache, const Tensor& out,
+                 const AttentionOptions& options = {});
+
+}  // namespace seqattn

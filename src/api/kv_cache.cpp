@@ -1,0 +1,215 @@
+// KvCache: validation and packing of appended tokens into the kernel's block layout
+// (variants/kv_cache/packed_kv.hpp). Appends pack only the new tokens.
+#include "seqattn/kv_cache.hpp"
+
+#include <hwy/aligned_allocator.h>
+
+#include <algorithm>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "api/kv_cache_access.hpp"
+#include "runtime/validate.hpp"
+
+namespace seqattn {
+
+struct KvCache::Impl {
+  KvCacheShape shape;
+  KvCacheMode mode = KvCacheMode::kLinear;
+  std::int64_t blocks = 0, dv_pad = 0;
+  std::int64_t k_floats = 0, v_floats = 0;  // per (batch, kv head)
+  hwy::AlignedFreeUniquePtr<float[]> k, v;
+  std::vector<std::int64_t> lengths;
+
+  float* k_pair(std::int64_t b, std::int64_t hk) const {
+    return k.get() + (b * shape.heads_kv + hk) * k_floats;
+  }
+  float* v_pair(std::int64_t b, std::int64_t hk) const {
+    return v.get() + (b * shape.heads_kv + hk) * v_floats;
+  }
+  void zero(std::int64_t b) {
+    std::fill(k_pair(b, 0), k_pair(b, 0) + shape.heads_kv * k_floats, 0.0f);
+    std::fill(v_pair(b, 0), v_pair(b, 0) + shape.heads_kv * v_floats, 0.0f);
+  }
+};
+
+namespace {
+
+using detail::fail;
+using detail::kKvBlock;
+
+std::string str(std::int64_t x) { return std::to_string(x); }
+
+void check_batch_index(const KvCacheShape& s, std::int64_t b) {
+  if (b < 0 || b >= s.batch) fail("batch", "in [0, B = " + str(s.batch) + ")", str(b));
+}
+
+// Checks k [batches, H_kv, n, D] and v [batches, H_kv, n, D_v]; returns n.
+std::int64_t check_tokens(const KvCacheShape& s, std::int64_t batches, const ConstTensor& k,
+                          const ConstTensor& v) {
+  detail::check_view("k", k.data, k.shape, k.strides, sizeof(float));
+  detail::check_view("v", v.data, v.shape, v.strides, sizeof(float));
+  const std::int64_t n = k.shape[2];
+  const std::array<std::int64_t, 4> want_k{batches, s.heads_kv, n, s.dim};
+  const std::array<std::int64_t, 4> want_v{batches, s.heads_kv, n, s.dim_v};
+  if (k.shape != want_k) {
+    fail("k.shape", detail::shape_text(want_k) + " = [B, H_kv, n, D] of the cache",
+         detail::shape_text(k.shape));
+  }
+  if (v.shape != want_v) {
+    fail("v.shape", detail::shape_text(want_v) + " = [B, H_kv, n, D_v] of the cache",
+         detail::shape_text(v.shape));
+  }
+  return n;
+}
+
+}  // namespace
+
+KvCache::KvCache(const KvCacheShape& shape, KvCacheMode mode) : impl_(std::make_unique<Impl>()) {
+  const std::pair<const char*, std::int64_t> extents[] = {{"shape.batch", shape.batch},
+                                                          {"shape.heads_kv", shape.heads_kv},
+                                                          {"shape.capacity", shape.capacity},
+                                                          {"shape.dim", shape.dim},
+                                                          {"shape.dim_v", shape.dim_v}};
+  for (const auto& [name, value] : extents) {
+    if (value < 1) fail(name, ">= 1", str(value));
+  }
+  Impl& m = *impl_;
+  m.shape = shape;
+  m.mode = mode;
+  m.blocks = (shape.capacity + kKvBlock - 1) / kKvBlock;
+  m.dv_pad =
+      (shape.dim_v + detail::kKvColumnAlign - 1) / detail::kKvColumnAlign * detail::kKvColumnAlign;
+  std::int64_t pairs = 0, k_total = 0, v_total = 0;
+  if (__builtin_mul_overflow(shape.batch, shape.heads_kv, &pairs) ||
+      __builtin_mul_overflow(m.blocks * kKvBlock, shape.dim, &m.k_floats) ||
+      __builtin_mul_overflow(m.blocks * kKvBlock, m.dv_pad, &m.v_floats) ||
+      __builtin_mul_overflow(pairs, m.k_floats, &k_total) ||
+      __builtin_mul_overflow(pairs, m.v_floats, &v_total) || k_total > (std::int64_t{1} << 40) ||
+      v_total > (std::int64_t{1} << 40)) {
+    fail("shape", "a cache of at most 2^40 floats for K and for V",
+         detail::shape_text(
+             {shape.batch, shape.heads_kv, shape.capacity, std::max(shape.dim, shape.dim_v)}));
+  }
+  m.k = hwy::AllocateAligned<float>(static_cast<size_t>(k_total));
+  m.v = hwy::AllocateAligned<float>(static_cast<size_t>(v_total));
+  if (!m.k || !m.v) {
+    throw Error(ErrorKind::kInvalidArgument, "shape", "a cache that fits in memory",
+                str((k_total + v_total) * 4) + " bytes", "lower the capacity or the batch");
+  }
+  // Zero padding keeps padded lanes finite (0 · NaN would poison the P·V sums).
+  m.lengths.assign(static_cast<size_t>(shape.batch), 0);
+  for (std::int64_t b = 0; b < shape.batch; ++b) m.zero(b);
+}
+
+KvCache::~KvCache() = default;
+KvCache::KvCache(KvCache&&) noexcept = default;
+KvCache& KvCache::operator=(KvCache&&) noexcept = default;
+
+void KvCache::append(const ConstTensor& k, const ConstTensor& v) {
+  const Impl& m = *impl_;
+  const std::int64_t n = check_tokens(m.shape, m.shape.batch, k, v);
+  for (std::int64_t b = 0; b < m.shape.batch; ++b) {
+    detail::KvCacheAccess::check_room(*this, b, n);
+  }
+  detail::KvCacheAccess::pack(*this, k, v, 0, m.shape.batch);
+}
+
+void KvCache::append(std::int64_t batch, const ConstTensor& k, const ConstTensor& v) {
+  check_batch_index(impl_->shape, batch);
+  const std::int64_t n = check_tokens(impl_->shape, 1, k, v);
+  detail::KvCacheAccess::check_room(*this, batch, n);
+  detail::KvCacheAccess::pack(*this, k, v, batch, 1);
+}
+
+std::int64_t KvCache::length(std::int64_t batch) const {
+  check_batch_index(impl_->shape, batch);
+  return impl_->lengths[static_cast<size_t>(batch)];
+}
+
+std::int64_t KvCache::stored(std::int64_t batch) const {
+  return std::min(length(batch), impl_->shape.capacity);
+}
+
+void KvCache::clear() {
+  for (std::int64_t b = 0; b < impl_->shape.batch; ++b) clear(b);
+}
+
+// Stale tokens are zeroed, not only forgotten: a later shorter sequence shares their blocks.
+void KvCache::clear(std::int64_t batch) {
+  check_batch_index(impl_->shape, batch);
+  impl_->zero(batch);
+  impl_->lengths[static_cast<size_t>(batch)] = 0;
+}
+
+const KvCacheShape& KvCache::shape() const { return impl_->shape; }
+KvCacheMode KvCache::mode() const { return impl_->mode; }
+std::int64_t KvCache::bytes() const {
+  return 4 * (impl_->k_floats + impl_->v_floats) * impl_->shape.batch * impl_->shape.heads_kv;
+}
+
+namespace detail {
+
+detail::PackedKv KvCacheAccess::packed(const KvCache& cache) {
+  const KvCache::Impl& m = *cache.impl_;
+  PackedKv p;
+  p.k = m.k.get();
+  p.v = m.v.get();
+  p.lengths = m.lengths.data();
+  p.batch = m.shape.batch;
+  p.heads_kv = m.shape.heads_kv;
+  p.dim = m.shape.dim;
+  p.dim_v = m.shape.dim_v;
+  p.dv_pad = m.dv_pad;
+  p.capacity = m.shape.capacity;
+  p.blocks = m.blocks;
+  p.ring = m.mode == KvCacheMode::kRing;
+  return p;
+}
+
+void KvCacheAccess::check_room(const KvCache& cache, std::int64_t b, std::int64_t n) {
+  const KvCache::Impl& m = *cache.impl_;
+  const std::int64_t used = m.lengths[static_cast<size_t>(b)];
+  if (m.mode == KvCacheMode::kLinear && n > m.shape.capacity - used) {
+    fail("k.shape[2] (new tokens)",
+         "<= capacity - length(" + str(b) + ") = " + str(m.shape.capacity) + " - " + str(used),
+         str(n), "the cache is full: make it larger, clear() it, or use KvCacheMode::kRing");
+  }
+  if (m.mode == KvCacheMode::kRing && used > (std::int64_t{1} << 62) - n) {
+    fail("k.shape[2] (new tokens)", "a position that fits in 62 bits", str(used) + " + " + str(n));
+  }
+}
+
+// Token t of the input goes to position length(b) + t. A ring stores only the last
+// blocks·64 of them (earlier ones would be overwritten within this very append).
+void KvCacheAccess::pack(KvCache& cache, const ConstTensor& k, const ConstTensor& v,
+                         std::int64_t first_batch, std::int64_t batches) {
+  KvCache::Impl& m = *cache.impl_;
+  const std::int64_t n = k.shape[2], heads = m.shape.heads_kv;
+  const std::int64_t slots = m.blocks * kKvBlock;
+  const std::int64_t skip = m.mode == KvCacheMode::kRing ? std::max<std::int64_t>(n - slots, 0) : 0;
+  const std::int64_t pairs = batches * heads;
+  const double floats = static_cast<double>(pairs * (n - skip) * (m.shape.dim + m.shape.dim_v));
+#pragma omp parallel for schedule(static) if (floats > (1 << 18) && pairs > 1)
+  for (std::int64_t pair = 0; pair < pairs; ++pair) {
+    const std::int64_t lb = pair / heads, hk = pair % heads, b = first_batch + lb;
+    float* k_dst = m.k_pair(b, hk);
+    float* v_dst = m.v_pair(b, hk);
+    const std::int64_t start = m.lengths[static_cast<size_t>(b)];
+    for (std::int64_t t = skip; t < n; ++t) {
+      const std::int64_t slot = (start + t) % slots;
+      float* kb = k_dst + slot / kKvBlock * kKvBlock * m.shape.dim + slot % kKvBlock;
+      float* vb = v_dst + slot * m.dv_pad;
+      const float* ks = k.ptr(lb, hk, t);
+      const float* vs = v.ptr(lb, hk, t);
+      for (std::int64_t d = 0; d < m.shape.dim; ++d) kb[d * kKvBlock] = ks[d * k.strides[3]];
+      for (std::int64_t d = 0; d < m.shape.dim_v; ++d) vb[d] = vs[d * v.strides[3]];
+    }
+  }
+  for (std::int64_t lb = 0; lb < batches; ++lb)
+    m.lengths[static_cast<size_t>(first_batch + lb)] += n;
+}
+
+}  // namespace detail
+}  // namespace seqattn

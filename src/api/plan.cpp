@@ -1,0 +1,188 @@
+// make_plan() and AttentionPlan::run(): validate and derive once, then bind views and run.
+#include "seqattn/plan.hpp"
+
+#include <hwy/aligned_allocator.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "api/kv_cache_access.hpp"
+#include "api/plan_state.hpp"
+#include "runtime/validate.hpp"
+#include "seqattn/error.hpp"
+
+namespace seqattn {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using detail::fail;
+
+std::string str(std::int64_t x) { return std::to_string(x); }
+
+struct Resolved {
+  VariantSpec spec;
+  std::string reason;
+};
+
+Resolved resolve(const VariantSpec& requested, const detail::Problem& p) {
+  const auto* automatic = std::get_if<AutoSpec>(&requested);
+  if (automatic == nullptr) {
+    return {requested, "requested explicitly"};
+  }
+  const SelectionPolicy& policy = automatic->policy;
+  Selection sel = select_variant(policy, p.seq_k());
+  switch (sel.variant) {
+    case Variant::kDense:
+      return {DenseSpec{}, sel.reason};
+    case Variant::kSlidingWindow:
+      return {SlidingWindowSpec{policy.window, policy.window, {}}, sel.reason};
+    case Variant::kLinear: {
+      LinearSpec spec;
+      spec.feature_map = parse_feature_map(policy.feature_map, "policy.feature_map");
+      spec.num_features = policy.num_features;
+      return {spec, sel.reason};
+    }
+    default:
+      break;
+  }
+  throw Error(ErrorKind::kInvalidArgument, "policy",
+              "a decision of dense, sliding-window or linear", std::string(to_string(sel.variant)));
+}
+
+// The cache path's structure: the split and, for a sliding window, the band and globals.
+void plan_cache_path(detail::PlanState& st) {
+  const AttentionShape& s = st.shape;
+  st.split = detail::cache_split(s.batch, s.heads_kv, s.heads_q / s.heads_kv, s.seq_q, s.seq_k);
+  if (const auto* w = std::get_if<SlidingWindowSpec>(&st.spec)) {
+    st.banded = true;
+    // Positions are absolute in a cache; a reach past 2^40 is the same as unbounded and
+    // keeps pos ± reach from overflowing.
+    st.left = std::min<std::int64_t>(w->left, std::int64_t{1} << 40);
+    st.right = std::min<std::int64_t>(w->right, std::int64_t{1} << 40);
+    st.globals = w->global_tokens;
+    std::sort(st.globals.begin(), st.globals.end());
+    st.globals.erase(std::unique(st.globals.begin(), st.globals.end()), st.globals.end());
+  }
+  st.cache_workspace_bytes = 4 * detail::cache_workspace_floats(st.split, s.batch, s.heads_kv,
+                                                                s.dim, s.dim_v, st.planned.threads);
+}
+
+RunRecord record_of(const detail::PlanState& st, const detail::Cost& cost, int threads,
+                    Clock::time_point start) {
+  RunRecord record;
+  record.variant = st.id;
+  record.reason = st.reason;
+  record.flops = cost.flops;
+  record.bytes = cost.bytes;
+  record.threads = threads;
+  record.simd_target = simd_target();
+  record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return record;
+}
+
+}  // namespace
+
+AttentionShape cache_shape(const KvCacheShape& cache, std::int64_t heads_q, std::int64_t seq_q) {
+  return {cache.batch, heads_q, cache.heads_kv, seq_q, cache.capacity, cache.dim, cache.dim_v};
+}
+
+AttentionPlan::AttentionPlan(std::shared_ptr<const detail::PlanState> state)
+    : state_(std::move(state)) {}
+
+AttentionPlan make_plan(const AttentionShape& shape, const AttentionOptions& options) {
+  auto st = std::make_shared<detail::PlanState>();
+  st->shape = shape;
+  st->options = options;
+  st->planned = detail::plan_problem(shape, st->options);  // its mask points into st->options
+  Resolved resolved = resolve(options.variant, st->planned);
+  st->spec = std::move(resolved.spec);
+  st->reason = std::move(resolved.reason);
+  st->id = variant_of(st->spec);
+  st->impl = &detail::variant_for(st->id);
+  st->impl->check(st->planned, st->spec);
+  st->cost = st->impl->cost(st->planned, st->spec);
+  st->prepared = st->impl->prepare(st->planned, st->spec);
+  plan_cache_path(*st);
+  return AttentionPlan(std::move(st));
+}
+
+std::size_t AttentionPlan::workspace_bytes() const { return state_->cache_workspace_bytes; }
+const AttentionShape& AttentionPlan::shape() const { return state_->shape; }
+Variant AttentionPlan::variant() const { return state_->id; }
+
+RunRecord AttentionPlan::run(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                             const Tensor& out, const RunOutputs& outputs,
+                             std::span<std::byte>) const {
+  const Clock::time_point start = Clock::now();
+  const detail::PlanState& st = *state_;
+  const detail::Problem p = detail::bind_problem(st.planned, q, k, v, out, outputs);
+  // The variant's limits on per-call outputs (weights, lse) are known only now.
+  if (p.weights || p.lse) st.impl->check(p, st.spec);
+  st.prepared->run(p);
+  return record_of(st, st.cost, p.threads, start);
+}
+
+RunRecord AttentionPlan::run(const ConstTensor& q, const KvCache& cache, const Tensor& out,
+                             const RunOutputs& outputs, std::span<std::byte> workspace) const {
+  const Clock::time_point start = Clock::now();
+  const detail::PlanState& st = *state_;
+  detail::check_cache_run(st, cache, outputs);
+  detail::Problem p = st.planned;
+  p.q = q;
+  std::vector<std::pair<std::string, detail::ByteRange>> inputs;
+  inputs.emplace_back("q", detail::check_view("q", q.data, q.shape, q.strides, sizeof(float)));
+  if (q.shape != st.planned.q.shape) {
+    fail("q.shape", detail::shape_text(st.planned.q.shape) + " (as planned)",
+         detail::shape_text(q.shape), "make a plan for this shape");
+  }
+  p = detail::bind_outputs(p, out, outputs, std::move(inputs));
+
+  hwy::AlignedFreeUniquePtr<float[]> owned;
+  float* ws = reinterpret_cast<float*>(workspace.data());
+  if (workspace.empty()) {
+    owned = hwy::AllocateAligned<float>(st.cache_workspace_bytes / 4);
+    ws = owned.get();
+  } else if (workspace.size() < st.cache_workspace_bytes) {
+    fail("workspace.size()",
+         ">= workspace_bytes() = " + str(static_cast<std::int64_t>(st.cache_workspace_bytes)),
+         str(static_cast<std::int64_t>(workspace.size())));
+  } else if (reinterpret_cast<std::uintptr_t>(ws) % 64 != 0) {
+    fail("workspace.data()", "a 64-byte aligned address",
+         "an address misaligned by " +
+             str(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(ws) % 64)));
+  }
+  const detail::CacheProblem cp =
+      detail::cache_problem(st, p, detail::KvCacheAccess::packed(cache));
+  detail::cache_attention(cp, ws);
+  return record_of(st, detail::cache_cost(cp), detail::cache_team(cp), start);
+}
+
+RunRecord attend(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                 const Tensor& out, const AttentionOptions& options) {
+  const Clock::time_point start = Clock::now();
+  const AttentionShape shape = detail::shape_of(q, k, v, out);
+  AttentionOptions planned = options;
+  planned.lse.reset();
+  planned.weights.reset();
+  RunRecord record =
+      make_plan(shape, planned).run(q, k, v, out, RunOutputs{options.lse, options.weights});
+  record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return record;
+}
+
+RunRecord attend(const ConstTensor& q, const KvCache& cache, const Tensor& out,
+                 const AttentionOptions& options) {
+  const Clock::time_point start = Clock::now();
+  detail::check_view("q", q.data, q.shape, q.strides, sizeof(float));
+  AttentionOptions planned = options;
+  planned.lse.reset();
+  planned.weights.reset();
+  const AttentionShape shape = cache_shape(cache.shape(), q.shape[1], q.shape[2]);
+  RunRecord record =
+      make_plan(shape, planned).run(q, cache, out, RunOutputs{options.lse, options.weights});
+  record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return record;
+}
+
+}  // namespace seqattn

@@ -1,0 +1,138 @@
+// The cache path of AttentionPlan::run: checks against the cache, the kernel problem, cost.
+#include <algorithm>
+#include <string>
+
+#include "api/plan_state.hpp"
+#include "runtime/validate.hpp"
+
+namespace seqattn::detail {
+namespace {
+
+std::string str(std::int64_t x) { return std::to_string(x); }
+
+[[noreturn]] void unsupported(const std::string& option, const std::string& why) {
+  throw Error(ErrorKind::kUnsupported, option, "an option attention over a KvCache honours",
+              option + " is set", why);
+}
+
+void expect_cache_extent(const char* name, std::int64_t actual, std::int64_t planned) {
+  if (actual != planned) {
+    fail(std::string("cache.shape().") + name, str(planned) + " (as planned)", str(actual),
+         "make the plan with cache_shape(cache.shape(), H_q, S_q)");
+  }
+}
+
+// Keys row i (position pos) of sequence b can see through the contiguous rules: [lo, hi).
+struct Reach {
+  std::int64_t lo, hi;
+};
+Reach reach(const CacheProblem& p, std::int64_t b, std::int64_t pos, bool global_query) {
+  Reach r{p.kv.base(b), p.kv.length(b)};
+  if (p.causal) r.hi = std::min(r.hi, pos + 1);
+  if (p.banded && !global_query) {
+    r.lo = std::max(r.lo, pos - p.left);
+    r.hi = std::min(r.hi, pos + p.right + 1);
+  }
+  return r;
+}
+
+}  // namespace
+
+void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs& outputs) {
+  if (st.id != Variant::kDense && st.id != Variant::kSlidingWindow) {
+    unsupported("variant",
+                "a KvCache holds softmax keys and values: use dense or sliding-window "
+                "(linear attention's recurrent state is LinearAttentionState)");
+  }
+  const Mask& mask = st.options.mask;
+  if (!mask.key_lengths.empty()) {
+    unsupported("mask.key_lengths", "the cache's own per-sequence lengths are the key lengths");
+  }
+  if (mask.keep) unsupported("mask.keep", "masks over a cache are not built; use key lengths");
+  if (mask.bias) unsupported("mask.bias", "biases over a cache are not built");
+  if (outputs.weights) unsupported("weights", "the cache path never forms attention weights");
+  const KvCacheShape& c = cache.shape();
+  const AttentionShape& s = st.shape;
+  expect_cache_extent("batch", c.batch, s.batch);
+  expect_cache_extent("heads_kv", c.heads_kv, s.heads_kv);
+  expect_cache_extent("capacity", c.capacity, s.seq_k);
+  expect_cache_extent("dim", c.dim, s.dim);
+  expect_cache_extent("dim_v", c.dim_v, s.dim_v);
+  if (cache.mode() != KvCacheMode::kRing) return;
+  if (!st.banded) {
+    for (std::int64_t b = 0; b < c.batch; ++b) {
+      if (cache.length(b) > c.capacity) {
+        fail("cache.length(" + str(b) + ")",
+             "<= capacity = " + str(c.capacity) + " for dense attention over a ring",
+             str(cache.length(b)),
+             "the ring has dropped tokens dense attention needs: use a sliding window");
+      }
+    }
+    return;
+  }
+  if (!st.globals.empty()) {
+    unsupported("sliding_window.global_tokens",
+                "a ring drops old tokens, global ones too: use KvCacheMode::kLinear");
+  }
+  if (st.left > c.capacity - s.seq_q) {
+    fail("sliding_window.left",
+         "<= capacity - S_q = " + str(c.capacity) + " - " + str(s.seq_q) + " for a ring cache",
+         str(st.left), "every key the new queries see must still be in the ring: enlarge the ring");
+  }
+}
+
+CacheProblem cache_problem(const PlanState& st, const Problem& bound, const PackedKv& kv) {
+  CacheProblem p;
+  p.q = bound.q;
+  p.out = bound.out;
+  p.lse = bound.lse;
+  p.kv = kv;
+  p.scale = bound.scale;
+  p.causal = st.options.mask.causal;
+  p.banded = st.banded;
+  p.left = st.left;
+  p.right = st.right;
+  p.globals = &st.globals;
+  p.group = bound.group();
+  p.split = st.split;
+  p.threads = bound.threads;
+  return p;
+}
+
+Cost cache_cost(const CacheProblem& p) {
+  double pairs = 0, keys_read = 0;
+  for (std::int64_t b = 0; b < p.kv.batch; ++b) {
+    std::int64_t lo = p.kv.length(b), hi = 0;
+    for (std::int64_t i = 0; i < p.seq_q(); ++i) {
+      const std::int64_t pos = p.kv.length(b) - p.seq_q() + i;
+      const bool global_query = std::binary_search(p.globals->begin(), p.globals->end(), pos);
+      const Reach r = reach(p, b, pos, global_query);
+      std::int64_t seen = std::max<std::int64_t>(r.hi - r.lo, 0);
+      for (const std::int64_t g : *p.globals) {
+        const bool stored = g >= p.kv.base(b) && g < p.kv.length(b);
+        if (stored && (g < r.lo || g >= r.hi) && (!p.causal || g <= pos)) ++seen;
+      }
+      pairs += static_cast<double>(seen);
+      if (r.hi > r.lo) {
+        lo = std::min(lo, r.lo);
+        hi = std::max(hi, r.hi);
+      }
+    }
+    keys_read += static_cast<double>(std::max<std::int64_t>(hi - lo, 0) + p.globals->size());
+  }
+  const double d = static_cast<double>(p.kv.dim), dv = static_cast<double>(p.kv.dim_v);
+  const double heads_q = static_cast<double>(p.q.shape[1]);
+  Cost c;
+  c.flops = 2.0 * (d + dv) * pairs * heads_q;
+  c.bytes =
+      4.0 * (keys_read * static_cast<double>(p.kv.heads_kv) * (d + dv) +
+             static_cast<double>(p.kv.batch) * heads_q * static_cast<double>(p.seq_q()) * (d + dv));
+  return c;
+}
+
+int cache_team(const CacheProblem& p) {
+  const std::int64_t items = p.kv.batch * p.kv.heads_kv * p.split.row_tiles * p.split.chunks;
+  return static_cast<int>(std::min<std::int64_t>(p.threads, items));
+}
+
+}  // namespace seqattn::detail

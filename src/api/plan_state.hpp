@@ -1,0 +1,48 @@
+// What an AttentionPlan holds, and the cache path's per-run helpers (plan_cache.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "seqattn/plan.hpp"
+#include "variants/attention_variant.hpp"
+#include "variants/kv_cache/cache_attention.hpp"
+
+namespace seqattn::detail {
+
+struct PlanState {
+  AttentionShape shape;
+  AttentionOptions options;  // owns key_lengths; mask.keep / mask.bias are referenced views
+  Problem planned;           // shapes only (null data); its mask points at options.mask
+  VariantSpec spec;          // resolved: never AutoSpec
+  Variant id = Variant::kDense;
+  std::string reason;
+  const AttentionVariant* impl = nullptr;
+  std::shared_ptr<const PreparedVariant> prepared;
+  Cost cost;
+  // Attention over a KvCache (dense and sliding window).
+  CacheSplit split;
+  bool banded = false;
+  std::int64_t left = 0, right = 0;
+  std::vector<std::int64_t> globals;  // sorted, unique
+  std::size_t cache_workspace_bytes = 0;
+};
+
+// Everything a cache run can get wrong besides the views: the variant, mask parts the cache
+// replaces, the cache's shape against the plan, a ring that no longer holds what the queries
+// see. Throws Error; reads the cache only.
+void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs& outputs);
+
+// The kernel's problem for bound q/out (and lse) over the packed cache.
+CacheProblem cache_problem(const PlanState& st, const Problem& bound, const PackedKv& kv);
+
+// FLOPs (2·(D + D_v) per visible pair) and bytes (the K/V the rows' ranges reach, q, out).
+Cost cache_cost(const CacheProblem& p);
+
+// Threads the kernel's parallel loop runs with.
+int cache_team(const CacheProblem& p);
+
+}  // namespace seqattn::detail

@@ -1,0 +1,202 @@
+// Attention over a KvCache against the double reference over the whole sequence, on every
+// compiled Highway target: decode and chunk shapes, GQA/MQA, per-sequence lengths, rings,
+// global tokens, lse, thread-count determinism and concurrent runs of one plan.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "kv_cache_support.hpp"
+#include "tests/variants/target_loop.hpp"
+
+namespace seqattn {
+namespace {
+
+using testing::CacheSequence;
+using testing::for_each_target;
+using testing::make_zeros;
+using testing::OwnedTensor;
+using testing::suffix_error;
+
+constexpr double kTolerance = 1e-5;
+
+struct DecodeCase {
+  std::int64_t heads_q, heads_kv, dim, dim_v, seq_q;
+  bool causal;
+};
+
+// Fills each sequence b with lengths[b] tokens, appended in random-size pieces, and checks the
+// last S_q queries of every sequence against the reference.
+void check_decode(const DecodeCase& c, const std::vector<std::int64_t>& lengths,
+                  const VariantSpec& spec, int threads) {
+  const std::int64_t batch = static_cast<std::int64_t>(lengths.size());
+  const std::int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  CacheSequence seq(batch, c.heads_q, c.heads_kv, longest, c.dim, c.dim_v, 7);
+  KvCache cache({batch, c.heads_kv, longest + 5, c.dim, c.dim_v});
+  std::mt19937 gen(3);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t t = 0; t < lengths[b];) {
+      const std::int64_t n = std::min<std::int64_t>(1 + gen() % 97, lengths[b] - t);
+      seq.append(cache, b, t, t + n);
+      t += n;
+    }
+    ASSERT_EQ(cache.length(b), lengths[b]);
+  }
+  // The new queries of sequence b are its last S_q positions; q is gathered into [B, H, S_q, D].
+  OwnedTensor q = make_zeros(batch, c.heads_q, c.seq_q, c.dim, testing::Layout::kBSHD);
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t h = 0; h < c.heads_q; ++h)
+      for (std::int64_t i = 0; i < c.seq_q; ++i)
+        for (std::int64_t d = 0; d < c.dim; ++d)
+          q.view.at(b, h, i, d) = seq.q.view.at(b, h, lengths[b] - c.seq_q + i, d);
+  OwnedTensor out = make_zeros(batch, c.heads_q, c.seq_q, c.dim_v, testing::Layout::kBHSD, 2);
+  OwnedTensor lse = make_zeros(batch, c.heads_q, c.seq_q, 1);
+  AttentionOptions options;
+  options.variant = spec;
+  options.mask.causal = c.causal;
+  options.threads = threads;
+  options.lse = lse.view;
+  const RunRecord record = attend(q.cview(), cache, out.view, options);
+  EXPECT_GT(record.flops, 0);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const CacheSequence::Reference ref = seq.reference(b, lengths[b], c.seq_q, spec, c.causal);
+    const double err = suffix_error(out.view, b, ref);
+    testing::worst_error.add(err);
+    EXPECT_LE(err, kTolerance) << "batch " << b << " length " << lengths[b];
+    for (std::int64_t h = 0; h < c.heads_q; ++h) {
+      for (std::int64_t i = 0; i < c.seq_q; ++i) {
+        const double want = ref.result.lse_at(0, h, ref.first_row + i);
+        EXPECT_NEAR(lse.view.at(b, h, i, 0), want, 1e-5 * std::max(1.0, std::abs(want)));
+      }
+    }
+  }
+}
+
+TEST(KvCache, DecodeEqualsDenseOverTheSequence) {
+  for_each_target([] {
+    for (const std::int64_t seq_q : {1, 3, 16, 100}) {
+      SCOPED_TRACE("S_q " + std::to_string(seq_q));
+      check_decode({8, 2, 64, 64, seq_q, true}, {700, 1300}, DenseSpec{}, 2);   // GQA, split
+      check_decode({4, 1, 17, 80, seq_q, true}, {seq_q + 40}, DenseSpec{}, 3);  // MQA, odd dims
+      check_decode({3, 3, 1, 3, seq_q, false}, {seq_q + 2, seq_q + 65}, DenseSpec{}, 1);
+    }
+  });
+}
+
+TEST(KvCache, SlidingWindowWithGlobalTokens) {
+  for_each_target([] {
+    const SlidingWindowSpec window{37, 0, {0, 5, 600}};
+    check_decode({4, 2, 32, 32, 1, true}, {900, 130}, window, 2);
+    check_decode({4, 2, 32, 32, 16, true}, {900, 610}, window, 2);
+    check_decode({2, 2, 16, 16, 5, false}, {300}, SlidingWindowSpec{20, 3, {299}}, 1);
+  });
+}
+
+// A ring of capacity W + chunk holds what a window of W needs: decoding through it, past
+// several wraps, equals the sliding-window variant over the whole sequence.
+TEST(KvCache, RingEqualsSlidingWindowOverTheSequence) {
+  for_each_target([] {
+    const std::int64_t left = 70, length = 400, heads_q = 4, heads_kv = 2, dim = 24;
+    CacheSequence seq(1, heads_q, heads_kv, length, dim, dim, 11);
+    KvCache ring({1, heads_kv, left + 4, dim, dim}, KvCacheMode::kRing);
+    AttentionOptions options;
+    options.variant = SlidingWindowSpec{left, 0, {}};
+    options.mask.causal = true;
+    std::mt19937 gen(5);
+    for (std::int64_t t = 0; t < length;) {
+      const std::int64_t n = std::min<std::int64_t>(1 + gen() % 4, length - t);
+      seq.append(ring, 0, t, t + n);
+      t += n;
+      OwnedTensor out = make_zeros(1, heads_q, n, dim);
+      attend(CacheSequence::rows(seq.q, 0, t - n, n), ring, out.view, options);
+      const CacheSequence::Reference ref = seq.reference(0, t, n, options.variant, true);
+      ASSERT_LE(suffix_error(out.view, 0, ref), kTolerance) << "after " << t << " tokens";
+    }
+    EXPECT_EQ(ring.length(0), length);
+    EXPECT_EQ(ring.stored(0), left + 4);
+  });
+}
+
+// Split points are positions, not thread counts: any team gives the same bits.
+TEST(KvCache, BitwiseIdenticalForAnyThreadCount) {
+  for_each_target([] {
+    CacheSequence seq(2, 8, 2, 3000, 64, 64, 13);
+    KvCache cache({2, 2, 3000, 64, 64});
+    seq.append(cache, 0, 0, 3000);
+    seq.append(cache, 1, 0, 1777);
+    const OwnedTensor q = testing::make_tensor(2, 8, 1, 64, testing::Layout::kBHSD, 23);
+    std::vector<float> first;
+    for (int threads = 1; threads <= 4; ++threads) {
+      AttentionOptions options;
+      options.threads = threads;
+      OwnedTensor out = make_zeros(2, 8, 1, 64);
+      const RunRecord r =
+          make_plan(cache_shape(cache.shape(), 8, 1), options).run(q.cview(), cache, out.view);
+      EXPECT_EQ(r.threads, threads);
+      if (threads == 1) first = out.storage;
+      ASSERT_EQ(std::memcmp(first.data(), out.storage.data(), first.size() * 4), 0)
+          << threads << " threads";
+    }
+  });
+}
+
+// One plan, eight threads at once, each with its own output and workspace.
+TEST(KvCache, OnePlanFromEightThreadsEqualsSerialRuns) {
+  CacheSequence seq(1, 8, 2, 2000, 64, 64, 17);
+  KvCache cache({1, 2, 2048, 64, 64});
+  seq.append(cache, 0, 0, 2000);
+  AttentionOptions options;
+  options.mask.causal = true;
+  options.threads = 2;
+  const AttentionPlan plan = make_plan(cache_shape(cache.shape(), 8, 4), options);
+  std::vector<OwnedTensor> q, serial, parallel;
+  for (int t = 0; t < 8; ++t) {
+    q.push_back(testing::make_tensor(1, 8, 4, 64, testing::Layout::kBHSD, 100 + t));
+    serial.push_back(make_zeros(1, 8, 4, 64));
+    parallel.push_back(make_zeros(1, 8, 4, 64));
+    plan.run(q.back().cview(), cache, serial.back().view);
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::byte> workspace(plan.workspace_bytes() + 64);
+      auto* aligned = reinterpret_cast<std::byte*>(
+          (reinterpret_cast<std::uintptr_t>(workspace.data()) + 63) / 64 * 64);
+      for (int rep = 0; rep < 5; ++rep) {
+        plan.run(q[t].cview(), cache, parallel[t].view, {}, {aligned, plan.workspace_bytes()});
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 8; ++t) {
+    EXPECT_EQ(std::memcmp(serial[t].storage.data(), parallel[t].storage.data(),
+                          serial[t].storage.size() * 4),
+              0);
+  }
+}
+
+// A plan over q/k/v gives the same bits as attend(), for every variant it prepares.
+TEST(Plan, RunEqualsAttend) {
+  CacheSequence seq(1, 4, 2, 300, 32, 32, 19);
+  std::vector<VariantSpec> specs{DenseSpec{}, SlidingWindowSpec{16, 16, {3}}, LinearSpec{},
+                                 LinformerSpec{64, 3, {}, {}}};
+  LinearSpec favor;
+  favor.feature_map = FeatureMap::kFavor;
+  specs.push_back(favor);
+  for (const VariantSpec& spec : specs) {
+    AttentionOptions options;
+    options.variant = spec;
+    OwnedTensor a = make_zeros(1, 4, 300, 32), b = make_zeros(1, 4, 300, 32);
+    attend(seq.q.cview(), seq.k.cview(), seq.v.cview(), a.view, options);
+    const AttentionPlan plan = make_plan({1, 4, 2, 300, 300, 32, 32}, options);
+    EXPECT_EQ(plan.variant(), variant_of(spec));
+    for (int rep = 0; rep < 2; ++rep) plan.run(seq.q.cview(), seq.k.cview(), seq.v.cview(), b.view);
+    EXPECT_EQ(std::memcmp(a.storage.data(), b.storage.data(), a.storage.size() * 4), 0)
+        << to_string(variant_of(spec));
+  }
+}
+
+}  // namespace
+}  // namespace seqattn

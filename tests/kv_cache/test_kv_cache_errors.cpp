@@ -1,0 +1,167 @@
+// Every bad argument to KvCache and to attention over it is an Error naming the argument,
+// and leaves the cache (lengths and contents) and out untouched.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kv_cache_support.hpp"
+
+namespace seqattn {
+namespace {
+
+using testing::CacheSequence;
+using testing::make_zeros;
+using testing::OwnedTensor;
+
+constexpr float kSentinel = 777.0f;
+
+template <class Fn>
+void expect_error(const Fn& fn, const std::string& argument, ErrorKind kind) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error for " << argument;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(argument), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected"), std::string::npos) << e.what();
+  }
+}
+
+struct Fixture {
+  CacheSequence seq{2, 4, 2, 200, 16, 8, 29};
+  KvCache cache{{2, 2, 150, 16, 8}};
+  OwnedTensor q = testing::make_tensor(2, 4, 1, 16, testing::Layout::kBHSD, 31);
+  OwnedTensor out = make_zeros(2, 4, 1, 8);
+  std::vector<float> before;
+
+  Fixture() {
+    seq.append(cache, 0, 0, 100);
+    seq.append(cache, 1, 0, 30);
+    std::fill(out.storage.begin(), out.storage.end(), kSentinel);
+    before = run();
+  }
+  // The cache's observable state: lengths and the attention it gives.
+  std::vector<float> run() {
+    OwnedTensor o = make_zeros(2, 4, 1, 8);
+    attend(q.cview(), cache, o.view);
+    o.storage.push_back(static_cast<float>(cache.length(0)));
+    o.storage.push_back(static_cast<float>(cache.length(1)));
+    return o.storage;
+  }
+  void expect_untouched() {
+    EXPECT_EQ(run(), before) << "the cache changed";
+    for (float x : out.storage) ASSERT_EQ(x, kSentinel) << "out was written";
+  }
+};
+
+TEST(KvCacheErrors, AppendBadShapesAndCapacity) {
+  Fixture f;
+  const ConstTensor k60 = CacheSequence::rows(f.seq.k, 0, 0, 60);
+  const ConstTensor v60 = CacheSequence::rows(f.seq.v, 0, 0, 60);
+  expect_error([&] { f.cache.append(0, k60, v60); }, "k.shape[2] (new tokens)",
+               ErrorKind::kInvalidArgument);  // 100 + 60 > 150
+  expect_error([&] { f.cache.append(2, k60, v60); }, "'batch'", ErrorKind::kInvalidArgument);
+  expect_error([&] { f.cache.append(-1, k60, v60); }, "'batch'", ErrorKind::kInvalidArgument);
+  expect_error([&] { f.cache.append(1, k60, CacheSequence::rows(f.seq.v, 0, 0, 59)); }, "v.shape",
+               ErrorKind::kInvalidArgument);
+  expect_error([&] { f.cache.append(k60, v60); }, "k.shape", ErrorKind::kInvalidArgument);
+  ConstTensor null_k = k60;
+  null_k.data = nullptr;
+  expect_error([&] { f.cache.append(1, null_k, v60); }, "k.data", ErrorKind::kInvalidArgument);
+  // All batches: one full sequence refuses the whole append.
+  OwnedTensor k2 = testing::make_tensor(2, 2, 60, 16, testing::Layout::kBHSD, 1);
+  OwnedTensor v2 = testing::make_tensor(2, 2, 60, 8, testing::Layout::kBHSD, 2);
+  expect_error([&] { f.cache.append(k2.cview(), v2.cview()); }, "length(0)",
+               ErrorKind::kInvalidArgument);
+  f.expect_untouched();
+  expect_error(
+      [&] {
+        KvCache bad({1, 0, 10, 4, 4});
+      },
+      "shape.heads_kv", ErrorKind::kInvalidArgument);
+  expect_error(
+      [&] {
+        KvCache bad({1 << 20, 1 << 10, 1 << 20, 128, 128});
+      },
+      "'shape'", ErrorKind::kInvalidArgument);
+  expect_error([&] { (void)f.cache.length(5); }, "'batch'", ErrorKind::kInvalidArgument);
+}
+
+TEST(KvCacheErrors, AttentionBadArguments) {
+  Fixture f;
+  auto run_with = [&](const AttentionOptions& options) {
+    attend(f.q.cview(), f.cache, f.out.view, options);
+  };
+  AttentionOptions linear;
+  linear.variant = LinearSpec{};
+  expect_error([&] { run_with(linear); }, "'variant'", ErrorKind::kUnsupported);
+  AttentionOptions lengths;
+  lengths.mask.key_lengths = {1, 1};
+  expect_error([&] { run_with(lengths); }, "mask.key_lengths", ErrorKind::kUnsupported);
+  OwnedTensor w = make_zeros(2, 4, 1, 150);
+  AttentionOptions weights;
+  weights.weights = w.view;
+  expect_error([&] { run_with(weights); }, "'weights'", ErrorKind::kUnsupported);
+  OwnedTensor wrong_out = make_zeros(2, 4, 1, 9);
+  expect_error([&] { attend(f.q.cview(), f.cache, wrong_out.view); }, "out.shape",
+               ErrorKind::kInvalidArgument);
+  OwnedTensor wrong_q = testing::make_tensor(2, 4, 1, 15, testing::Layout::kBHSD, 3);
+  expect_error([&] { attend(wrong_q.cview(), f.cache, f.out.view); }, "q.shape",
+               ErrorKind::kInvalidArgument);
+  Tensor aliased = f.out.view;
+  aliased.data = f.q.view.data;  // out over q's memory
+  expect_error([&] { attend(f.q.cview(), f.cache, aliased); }, "'out'",
+               ErrorKind::kInvalidArgument);
+  // A plan for another cache.
+  const AttentionPlan plan = make_plan(cache_shape({2, 2, 151, 16, 8}, 4, 1), {});
+  expect_error([&] { plan.run(f.q.cview(), f.cache, f.out.view); }, "cache.shape().capacity",
+               ErrorKind::kInvalidArgument);
+  const AttentionPlan good = make_plan(cache_shape(f.cache.shape(), 4, 1), {});
+  std::vector<std::byte> small(good.workspace_bytes() / 2 + 64);
+  expect_error([&] { good.run(f.q.cview(), f.cache, f.out.view, {}, small); }, "workspace.size()",
+               ErrorKind::kInvalidArgument);
+  f.expect_untouched();
+}
+
+TEST(KvCacheErrors, RingLimits) {
+  CacheSequence seq(1, 2, 1, 300, 8, 8, 37);
+  KvCache ring({1, 1, 64, 8, 8}, KvCacheMode::kRing);
+  seq.append(ring, 0, 0, 300);  // a ring takes any number of tokens
+  EXPECT_EQ(ring.length(0), 300);
+  EXPECT_EQ(ring.stored(0), 64);
+  OwnedTensor q = testing::make_tensor(1, 2, 2, 8, testing::Layout::kBHSD, 4);
+  OwnedTensor out = make_zeros(1, 2, 2, 8);
+  std::fill(out.storage.begin(), out.storage.end(), kSentinel);
+  expect_error([&] { attend(q.cview(), ring, out.view); }, "cache.length(0)",
+               ErrorKind::kInvalidArgument);  // dense needs every token
+  AttentionOptions wide;
+  wide.variant = SlidingWindowSpec{63, 0, {}};
+  wide.mask.causal = true;
+  expect_error([&] { attend(q.cview(), ring, out.view, wide); }, "sliding_window.left",
+               ErrorKind::kInvalidArgument);  // 63 + 2 queries > 64
+  AttentionOptions globals;
+  globals.variant = SlidingWindowSpec{8, 0, {0}};
+  expect_error([&] { attend(q.cview(), ring, out.view, globals); }, "global_tokens",
+               ErrorKind::kUnsupported);
+  for (float x : out.storage) ASSERT_EQ(x, kSentinel);
+  AttentionOptions fits;
+  fits.variant = SlidingWindowSpec{62, 0, {}};
+  fits.mask.causal = true;
+  EXPECT_NO_THROW(attend(q.cview(), ring, out.view, fits));
+}
+
+TEST(KvCacheErrors, ClearForgetsTokens) {
+  Fixture f;
+  f.cache.clear(1);
+  EXPECT_EQ(f.cache.length(1), 0);
+  EXPECT_EQ(f.cache.length(0), 100);
+  f.seq.append(f.cache, 1, 0, 30);
+  EXPECT_EQ(f.run(), f.before);  // the same tokens again: the same result
+  f.cache.clear();
+  EXPECT_EQ(f.cache.length(0), 0);
+}
+
+}  // namespace
+}  // namespace seqattn

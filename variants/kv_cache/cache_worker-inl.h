@@ -1,0 +1,250 @@
+// One work item of attention over a KV cache: up to row_tile query rows of one (batch, kv
+// head) against the keys of one chunk, read in place from the cache's blocks through the
+// flash kernel's micro-kernels (flash_tiles_shared-inl.h). Rows are cut into blocks of the
+// target's `rows` (6 on AVX-512/AVX2) and one exact remainder block (1 to rows - 1 rows,
+// each count its own instantiation), so 4 rows (one token, 4 query heads per kv head) run as a
+// 4-row micro-tile instead of being padded to 6.
+//
+// No include guard and no namespace: cache_attention.cpp includes this inside its per-target
+// namespace, after flash_tiles_shared-inl.h.
+
+inline constexpr float kCacheLog2e = 1.4426950408889634f;
+inline constexpr float kCacheLn2 = 0.6931471805599453f;
+
+struct CacheKeyRange {
+  std::int64_t lo = 0, hi = 0;  // [lo, hi) in absolute positions; empty when hi <= lo
+  bool empty() const { return hi <= lo; }
+};
+
+template <class Ops>
+class CacheWorker {
+ public:
+  static constexpr FlashBlocking kBlocking = kFlashBlocking<Ops>;
+  static constexpr size_t kRows = kBlocking.rows;
+  static constexpr size_t kKeyVecs = kBlocking.key_vecs;
+  static constexpr size_t kOutVecs = kBlocking.out_vecs;
+  static constexpr size_t kLanes = Ops::kLanes;
+  static constexpr std::int64_t kWidth = static_cast<std::int64_t>(kKeyVecs * kLanes);
+  static_assert(kKvBlock % kWidth == 0, "a key tile never crosses a cache block");
+  static_assert(kRows <= CacheScratchLayout::kMaxRows && kLanes <= CacheScratchLayout::kMaxLanes);
+
+  CacheWorker(const CacheProblem& p, float* scratch)
+      : p_(p), layout_(p.split.row_tile, p.kv.dim, p.kv.dv_pad), scratch_(scratch) {}
+
+  // Rows [r0, r0 + n) of (b, hk) over keys [k0, k1) (absolute positions): leaves the
+  // unnormalised output, running max (log2 units) and running sums in the scratch.
+  void run(std::int64_t b, std::int64_t hk, std::int64_t r0, std::int64_t n, std::int64_t k0,
+           std::int64_t k1) {
+    b_ = b;
+    hk_ = hk;
+    r0_ = r0;
+    n_ = n;
+    k0_ = k0;
+    k1_ = k1;
+    load_queries();
+    std::int64_t lo = k1, hi = k0;
+    for (std::int64_t r = 0; r < n; ++r) {
+      const CacheKeyRange range = row_range(r);
+      ranges_[static_cast<size_t>(r)] = range;
+      if (!range.empty()) {
+        lo = std::min(lo, range.lo);
+        hi = std::max(hi, range.hi);
+      }
+    }
+    // Global-key tiles below the band, the band, global-key tiles above: increasing order,
+    // which fixes the floating-point result.
+    const std::int64_t first = hi > lo ? lo / kWidth * kWidth : k1;
+    const std::int64_t last = hi > lo ? (hi + kWidth - 1) / kWidth * kWidth : k1;
+    std::int64_t done = std::numeric_limits<std::int64_t>::min();
+    for (const std::int64_t g : *p_.globals) {
+      if (g >= first) break;
+      if (g >= k0 && g < k1 && g / kWidth * kWidth > done) visit_tile(done = g / kWidth * kWidth);
+    }
+    for (std::int64_t j0 = first; j0 < last; j0 += kWidth) visit_tile(done = j0);
+    for (const std::int64_t g : *p_.globals) {
+      if (g >= last && g < k1 && g / kWidth * kWidth > done) visit_tile(done = g / kWidth * kWidth);
+    }
+  }
+
+  // out = O / l and lse for the rows of the last run(); a row that saw no key is zeros, -inf.
+  void store_out() const {
+    for (std::int64_t r = 0; r < n_; ++r) {
+      const float sum = Ops::ReduceSum(Ops::Load(sum_lanes() + r * kLanes));
+      store_row(r, o() + r * p_.kv.dv_pad, m()[r], sum);
+    }
+  }
+
+  // The partial result of the last run(): O [row_tile][dv_pad], max [row_tile], sum [row_tile].
+  void store_partial(float* dst) const {
+    const std::int64_t rt = p_.split.row_tile, dv_pad = p_.kv.dv_pad;
+    std::copy(o(), o() + n_ * dv_pad, dst);
+    for (std::int64_t r = 0; r < n_; ++r) {
+      dst[rt * dv_pad + r] = m()[r];
+      dst[rt * dv_pad + CacheScratchLayout::line(rt) + r] =
+          Ops::ReduceSum(Ops::Load(sum_lanes() + r * kLanes));
+    }
+  }
+
+  // Writes row r of the last item: out = o / sum, lse = (max + log2 sum)·ln 2.
+  void store_row(std::int64_t r, const float* o_row, float max, float sum) const {
+    const std::int64_t row = r0_ + r, i = row / p_.group, h = hk_ * p_.group + row % p_.group;
+    const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+    float* out = p_.out.ptr(b_, h, i);
+    const std::int64_t step = p_.out.strides[3];
+    for (std::int64_t d = 0; d < p_.kv.dim_v; ++d) out[d * step] = o_row[d] * inv;
+    if (p_.lse) {
+      p_.lse->at(b_, h, i, 0) =
+          sum > 0 ? (max + std::log2(sum)) * kCacheLn2 : -std::numeric_limits<float>::infinity();
+    }
+  }
+
+  // Points store_row at rows [r0, r0 + n) of (b, hk) without running them (the merge).
+  void bind_rows(std::int64_t b, std::int64_t hk, std::int64_t r0, std::int64_t n) {
+    b_ = b;
+    hk_ = hk;
+    r0_ = r0;
+    n_ = n;
+  }
+
+ private:
+  enum class TileKind { kSkip, kFull, kRange, kEdge };
+
+  float* q() const { return scratch_ + layout_.q; }
+  float* o() const { return scratch_ + layout_.o; }
+  float* scores() const { return scratch_ + layout_.scores; }
+  float* sum_lanes() const { return scratch_ + layout_.sum_lanes; }
+  float* m() const { return scratch_ + layout_.m; }
+  float* alpha() const { return scratch_ + layout_.alpha; }
+
+  std::int64_t position(std::int64_t r) const {
+    return p_.kv.length(b_) - p_.seq_q() + (r0_ + r) / p_.group;
+  }
+  bool is_global(std::int64_t j) const {
+    return std::binary_search(p_.globals->begin(), p_.globals->end(), j);
+  }
+
+  // Keys row r sees through the contiguous rules, within this item's chunk.
+  CacheKeyRange row_range(std::int64_t r) const {
+    const std::int64_t pos = position(r);
+    CacheKeyRange range{std::max(k0_, p_.kv.base(b_)), std::min(k1_, p_.kv.length(b_))};
+    if (p_.causal) range.hi = std::min(range.hi, pos + 1);
+    if (p_.banded && !is_global(pos)) {
+      range.lo = std::max(range.lo, pos - p_.left);
+      range.hi = std::min(range.hi, pos + p_.right + 1);
+    }
+    return range;
+  }
+
+  // Scaled queries in log2 units; accumulators reset.
+  void load_queries() {
+    const float mul = p_.scale * kCacheLog2e;
+    const std::int64_t dim = p_.kv.dim, step = p_.q.strides[3];
+    for (std::int64_t r = 0; r < n_; ++r) {
+      const std::int64_t row = r0_ + r;
+      const float* src = p_.q.ptr(b_, hk_ * p_.group + row % p_.group, row / p_.group);
+      float* dst = q() + r * dim;
+      for (std::int64_t d = 0; d < dim; ++d) dst[d] = src[d * step] * mul;
+    }
+    std::fill(o(), o() + n_ * p_.kv.dv_pad, 0.0f);
+    std::fill(m(), m() + n_, -std::numeric_limits<float>::infinity());
+    std::fill(sum_lanes(), sum_lanes() + n_ * static_cast<std::int64_t>(kLanes), 0.0f);
+  }
+
+  bool tile_has_global(std::int64_t j0) const {
+    auto it = std::lower_bound(p_.globals->begin(), p_.globals->end(), j0);
+    return it != p_.globals->end() && *it < j0 + kWidth && *it < p_.kv.length(b_);
+  }
+
+  TileKind classify(std::int64_t row0, std::int64_t rows, std::int64_t j0, bool global) const {
+    if (global) return TileKind::kEdge;
+    bool any = false, full = true;
+    for (std::int64_t r = row0; r < row0 + rows; ++r) {
+      const CacheKeyRange range = ranges_[static_cast<size_t>(r)];
+      any = any || (!range.empty() && range.lo < j0 + kWidth && range.hi > j0);
+      full = full && range.lo <= j0 && j0 + kWidth <= range.hi;
+    }
+    return !any ? TileKind::kSkip : full ? TileKind::kFull : TileKind::kRange;
+  }
+
+  void visit_tile(std::int64_t j0) {
+    const bool global = p_.banded && tile_has_global(j0);
+    const float* k_tile = p_.kv.key_block(b_, hk_, j0) + j0 % kKvBlock;
+    const float* v_tile = p_.kv.value_block(b_, hk_, j0) + j0 % kKvBlock * p_.kv.dv_pad;
+    std::int64_t row0 = 0;
+    for (; row0 + static_cast<std::int64_t>(kRows) <= n_; row0 += kRows) {
+      const TileKind kind = classify(row0, kRows, j0, global);
+      if (kind != TileKind::kSkip) attend_rows<kRows>(row0, j0, kind, k_tile, v_tile);
+    }
+    const std::int64_t rest = n_ - row0;
+    if (rest == 0) return;
+    const TileKind kind = classify(row0, rest, j0, global);
+    if (kind != TileKind::kSkip) {
+      (this->*kRemainder[static_cast<size_t>(rest)])(row0, j0, kind, k_tile, v_tile);
+    }
+  }
+
+  // kR rows × kWidth keys: Q·Kᵀ from the cache block, mask, online softmax, P·V.
+  template <size_t kR>
+  void attend_rows(std::int64_t row0, std::int64_t j0, TileKind kind, const float* k_tile,
+                   const float* v_tile) {
+    const std::int64_t dim = p_.kv.dim;
+    const size_t dv_pad = static_cast<size_t>(p_.kv.dv_pad);
+    float* s = scores();
+    MultiplyTile<Ops, kR, kKeyVecs, TileUpdate::kOverwrite>(
+        q() + row0 * dim, static_cast<size_t>(dim), k_tile, static_cast<size_t>(kKvBlock),
+        static_cast<size_t>(dim), s, static_cast<size_t>(kWidth), nullptr);
+    if (kind == TileKind::kRange) {
+      auto rel = [&](std::int64_t j) {  // clamped so the float compare is exact
+        return static_cast<float>(std::clamp<std::int64_t>(j - j0, -1, kWidth + 1));
+      };
+      for (size_t r = 0; r < kR; ++r) {
+        const CacheKeyRange range = ranges_[static_cast<size_t>(row0) + r];
+        KeepKeyRange<Ops, kKeyVecs>(s + r * kWidth, rel(range.lo), rel(range.hi));
+      }
+    } else if (kind == TileKind::kEdge) {
+      for (size_t r = 0; r < kR; ++r)
+        mask_row(row0 + static_cast<std::int64_t>(r), j0, s + r * kWidth);
+    }
+    const bool rescale =
+        SoftmaxStep<Ops, kR, kKeyVecs>(s, m() + row0, sum_lanes() + row0 * kLanes, alpha());
+    float* acc = o() + row0 * p_.kv.dv_pad;
+    if (rescale) {
+      MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kScaleRowsThenAccumulate>(
+          s, kWidth, v_tile, dv_pad, kWidth, acc, dv_pad, alpha());
+    } else {
+      MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kAccumulate>(
+          s, kWidth, v_tile, dv_pad, kWidth, acc, dv_pad, nullptr);
+    }
+  }
+
+  // The exact rule for a tile holding a global key: the row's range, or a global key of this
+  // chunk that is stored and (causal) not in the row's future.
+  void mask_row(std::int64_t r, std::int64_t j0, float* s) const {
+    const CacheKeyRange range = ranges_[static_cast<size_t>(r)];
+    const std::int64_t pos = position(r), len = p_.kv.length(b_), base = p_.kv.base(b_);
+    for (std::int64_t t = 0; t < kWidth; ++t) {
+      const std::int64_t j = j0 + t;
+      bool visible = j >= range.lo && j < range.hi;
+      if (!visible && j >= std::max(k0_, base) && j < std::min(k1_, len) && is_global(j)) {
+        visible = !p_.causal || j <= pos;
+      }
+      if (!visible) s[t] = -std::numeric_limits<float>::infinity();
+    }
+  }
+
+  using RowsFn = void (CacheWorker::*)(std::int64_t, std::int64_t, TileKind, const float*,
+                                       const float*);
+  template <size_t... kIs>
+  static constexpr std::array<RowsFn, sizeof...(kIs)> RowsTable(std::index_sequence<kIs...>) {
+    return {(kIs == 0 ? nullptr : &CacheWorker::attend_rows<(kIs == 0 ? 1 : kIs)>)...};
+  }
+  // kRemainder[n]: the n-row micro-tile, n in [1, kRows).
+  static constexpr std::array<RowsFn, kRows> kRemainder =
+      RowsTable(std::make_index_sequence<kRows>{});
+
+  const CacheProblem& p_;
+  CacheScratchLayout layout_;
+  float* scratch_;
+  std::int64_t b_ = 0, hk_ = 0, r0_ = 0, n_ = 0, k0_ = 0, k1_ = 0;
+  std::array<CacheKeyRange, kCacheRowTile> ranges_{};
+};

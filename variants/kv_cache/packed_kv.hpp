@@ -1,0 +1,44 @@
+// The KV cache as the kernels see it: per (batch, kv head) a run of 64-token blocks, keys
+// transposed [D][64] and values row-major [64][dv_pad]. 64 tokens is the AVX-512 key tile
+// (4 vectors of 16) and a whole number of every narrower target's tiles (AVX2 16, SSE4 and
+// SCALAR 8), so any target reads the cache in place: a tile of W keys starting at token t0
+// of a block is the block's keys + t0 with row stride 64. dv_pad (D_v rounded up to 16
+// floats, one AVX-512 vector) is likewise a whole number of vectors on every target.
+#pragma once
+
+#include <cstdint>
+
+namespace seqattn::detail {
+
+inline constexpr std::int64_t kKvBlock = 64;        // tokens per block
+inline constexpr std::int64_t kKvColumnAlign = 16;  // D_v padded to a multiple of this
+
+struct PackedKv {
+  const float* k = nullptr;               // [B][H_kv][blocks][D][kKvBlock]
+  const float* v = nullptr;               // [B][H_kv][blocks][kKvBlock][dv_pad]
+  const std::int64_t* lengths = nullptr;  // [B]: tokens appended (absolute positions)
+  std::int64_t batch = 0, heads_kv = 0, dim = 0, dim_v = 0, dv_pad = 0;
+  std::int64_t capacity = 0;  // tokens kept per sequence
+  std::int64_t blocks = 0;    // storage blocks per (batch, kv head): ceil(capacity / 64)
+  bool ring = false;
+
+  std::int64_t length(std::int64_t b) const { return lengths[b]; }
+  // First position still stored: a ring keeps the last `capacity` tokens.
+  std::int64_t base(std::int64_t b) const {
+    return lengths[b] > capacity ? lengths[b] - capacity : 0;
+  }
+  // The block holding absolute position j (a ring wraps over its storage blocks).
+  const float* key_block(std::int64_t b, std::int64_t hk, std::int64_t j) const {
+    return k + block_index(b, hk, j) * dim * kKvBlock;
+  }
+  const float* value_block(std::int64_t b, std::int64_t hk, std::int64_t j) const {
+    return v + block_index(b, hk, j) * kKvBlock * dv_pad;
+  }
+
+ private:
+  std::int64_t block_index(std::int64_t b, std::int64_t hk, std::int64_t j) const {
+    return (b * heads_kv + hk) * blocks + j / kKvBlock % blocks;
+  }
+};
+
+}  // namespace seqattn::detail
