@@ -1,45 +1,16 @@
-// The machine's read bandwidth: each thread sums its own contiguous part of a float array with
-// the widest vectors Highway dispatches to (four independent accumulators, so the adds never
-// limit the loads). Decode is read-bound: BM_Decode's K+V GB/s is read against this.
-// Args: MiB, threads. 32 MiB stays in this machine's L3 once warm (the S_k = 4096 decode
-// cache is 33.5 MB); 1 GiB streams from DRAM.
-#undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "bench/bench_read_bandwidth.cpp"
-#include <hwy/foreach_target.h>  // IWYU pragma: keep
-#include <hwy/highway.h>
-
+// The machine's read bandwidth: each thread sums its own contiguous part of a float array
+// through detail::sum_floats (the dispatched target's widest loads). Decode is read-bound:
+// BM_Decode's K+V GB/s is read against this. Args: MiB, threads. 32 MiB stays in this
+// machine's L3 once warm (the S_k = 4096 decode cache is 33.5 MB); 1 GiB streams from DRAM.
 #include <benchmark/benchmark.h>
 #include <hwy/aligned_allocator.h>
 #include <omp.h>
 
 #include <cstdint>
 
-HWY_BEFORE_NAMESPACE();
-namespace read_bandwidth::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+#include "simd/sum_floats.hpp"
 
-float SumFloats(const float* HWY_RESTRICT data, std::int64_t count) {
-  const hn::ScalableTag<float> df;
-  const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(df));
-  auto a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
-  std::int64_t i = 0;
-  for (; i + 4 * lanes <= count; i += 4 * lanes) {
-    a0 = hn::Add(a0, hn::Load(df, data + i));
-    a1 = hn::Add(a1, hn::Load(df, data + i + lanes));
-    a2 = hn::Add(a2, hn::Load(df, data + i + 2 * lanes));
-    a3 = hn::Add(a3, hn::Load(df, data + i + 3 * lanes));
-  }
-  float total = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
-  for (; i < count; ++i) total += data[i];
-  return total;
-}
-
-}  // namespace read_bandwidth::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#if HWY_ONCE
-namespace read_bandwidth {
-HWY_EXPORT(SumFloats);
+namespace {
 
 void BM_ReadBandwidth(benchmark::State& state) {
   const std::int64_t floats = state.range(0) << 18;  // MiB → floats
@@ -55,7 +26,7 @@ void BM_ReadBandwidth(benchmark::State& state) {
     {
       const std::int64_t t = omp_get_thread_num();
       const std::int64_t count = t + 1 == threads ? floats - t * part : part;
-      sum += HWY_DYNAMIC_DISPATCH(SumFloats)(data.get() + t * part, count);
+      sum += seqattn::detail::sum_floats(data.get() + t * part, count);
     }
     benchmark::DoNotOptimize(sum);
   }
@@ -69,5 +40,4 @@ BENCHMARK(BM_ReadBandwidth)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-}  // namespace read_bandwidth
-#endif  // HWY_ONCE
+}  // namespace

@@ -4,7 +4,9 @@
 usage: plot_scaling.py scaling.json scaling.png
 
 Log-log median time against S, one line per (variant, threads), with each variant's
-crossover against dense (from scaling.json) marked on its line. Uses Debian's
+crossover against dense (from scaling.json) marked on its line. When scaling.json has a
+"decode" section, a second panel draws decode K+V GB/s against the KV-cache length S_k per
+thread count, with the measured read bandwidths as horizontal lines. Uses Debian's
 python3-matplotlib (run it with /usr/bin/python3).
 """
 import json
@@ -50,6 +52,44 @@ def interpolate_loglog(xs, ys, x):
     return None
 
 
+THREAD_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
+BANDWIDTH_STYLES = {"cache": ":", "dram": "--"}
+
+
+def plot_decode(ax, decode):
+    """K+V GB/s against S_k, one line per thread count, and the read bandwidths as limits."""
+    threads = sorted({p["threads"] for p in decode["points"]} |
+                     {b["threads"] for b in decode.get("bandwidth", [])})
+    for t in threads:
+        color = THREAD_COLORS[threads.index(t) % len(THREAD_COLORS)]
+        pts = sorted((p["seq_k"], p["kv_gbps"]) for p in decode["points"]
+                     if p["threads"] == t and p.get("kv_gbps") is not None)
+        if pts:
+            ax.plot([x for x, _ in pts], [y for _, y in pts], "-", marker="o", color=color,
+                    label=f"decode K+V, {t} thr")
+        for b in decode.get("bandwidth", []):
+            if b["threads"] != t or b.get("gbps") is None:
+                continue
+            ax.axhline(b["gbps"], color=color, linestyle=BANDWIDTH_STYLES.get(b["kind"], "-."),
+                       linewidth=1,
+                       label=f"read bandwidth {b['kind']} ({b['mb']:.0f} MiB), {t} thr: "
+                             f"{b['gbps']:.1f} GB/s")
+    ax.axvspan(decode.get("dram_above_mb", 64) * 1048576
+               / (4 * decode["batch"] * decode["kv_heads"] * (decode["dim"] + decode["dim_v"])),
+               max(p["seq_k"] for p in decode["points"]) * 1.5, color="gray", alpha=0.08)
+    ax.set_xscale("log", base=2)
+    tops = [p["kv_gbps"] for p in decode["points"] if p.get("kv_gbps") is not None]
+    tops += [b["gbps"] for b in decode.get("bandwidth", []) if b.get("gbps") is not None]
+    ax.set_ylim(0, 1.45 * max(tops))  # room for the legend above the lines
+    ax.set_xlabel("KV-cache length S_k (shaded: K+V larger than "
+                  f"{decode.get('dram_above_mb', 64):.0f} MiB, compared with DRAM)")
+    ax.set_ylabel("K+V read rate (GB/s)")
+    ax.set_title(f"decode, S_q=1: B={decode['batch']}, H={decode['heads']}, "
+                 f"H_kv={decode['kv_heads']}, D=D_v={decode['dim']}, causal dense")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper right")
+
+
 def main(argv):
     if len(argv) != 3:
         sys.stderr.write(__doc__)
@@ -62,7 +102,13 @@ def main(argv):
     thread_counts = sorted({t for _, t in lines})
     styles = ["-", "--", ":", "-."]
 
-    fig, ax = plt.subplots(figsize=(9, 6), dpi=110)
+    decode = report.get("decode")
+    if decode and decode.get("points"):
+        fig, (ax, ax_decode) = plt.subplots(2, 1, figsize=(9, 11), dpi=110,
+                                            gridspec_kw={"height_ratios": [6, 5]})
+    else:
+        fig, ax = plt.subplots(figsize=(9, 6), dpi=110)
+        ax_decode = None
     for (variant, threads), (xs, ys) in sorted(lines.items()):
         style = styles[thread_counts.index(threads) % len(styles)]
         label = f"{variant}, {threads} thr, {fits.get((variant, threads), '')}"
@@ -86,6 +132,8 @@ def main(argv):
                  f"{meta['simd_target']} (x = crossover vs dense)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
+    if ax_decode is not None:
+        plot_decode(ax_decode, decode)
     fig.tight_layout()
     fig.savefig(argv[2], format="png")
     return 0

@@ -17,6 +17,8 @@ struct BenchFlags {
   CLI::Option* seq_opt = nullptr;
   CLI::Option* dim_v_opt = nullptr;
   CLI::Option* kv_heads_opt = nullptr;
+  CLI::Option* seq_q_opt = nullptr;
+  std::int64_t seq_q = 0;  // with --seq-q: new queries over a KvCache of S_k = --seq tokens
   bool causal = false;
   int threads = 0;
   int repeat = 5;
@@ -31,6 +33,11 @@ void check_positive(std::int64_t value, const char* argument) {
   if (value < 1) throw Error(ErrorKind::kInvalidArgument, argument, ">= 1", std::to_string(value));
 }
 
+// K + V bytes of the cache a decode step reads.
+double kv_bytes(const Shape& s) {
+  return 4.0 * static_cast<double>(s.batch * s.kv_heads * s.seq * (s.dim + s.dim_v));
+}
+
 nlohmann::json point_json(const BenchFlags& f, const Shape& s, const Timing& t) {
   nlohmann::json j = record_json(t.record);
   j.erase("ms");
@@ -42,6 +49,12 @@ nlohmann::json point_json(const BenchFlags& f, const Shape& s, const Timing& t) 
   j["heads"] = s.heads;
   j["kv_heads"] = s.kv_heads;
   j["seq"] = s.seq;
+  if (f.seq_q_opt->count() > 0) {
+    j["seq_q"] = f.seq_q;
+    j["kv_cache"] = true;
+    j["kv_bytes"] = kv_bytes(s);
+    j["kv_gbps"] = number_or_null(kv_bytes(s) / t.median_seconds * 1e-9);
+  }
   j["dim"] = s.dim;
   j["dim_v"] = s.dim_v;
   j["causal"] = f.causal;
@@ -51,6 +64,7 @@ nlohmann::json point_json(const BenchFlags& f, const Shape& s, const Timing& t) 
 }
 
 Timing bench_point(const BenchFlags& f, const Shape& s, const AttentionOptions& options) {
+  if (f.seq_q_opt->count() > 0) return time_decode(s, f.seq_q, options, f.warmup, f.repeat);
   Workload workload(s);
   return time_attend(workload, options, f.warmup, f.repeat);
 }
@@ -66,6 +80,7 @@ void bench(BenchFlags f) {
     throw Error(ErrorKind::kInvalidArgument, "--warmup", ">= 0", std::to_string(f.warmup));
   if (f.dim_v_opt->count() == 0) f.shape.dim_v = f.shape.dim;
   if (f.kv_heads_opt->count() == 0) f.shape.kv_heads = f.shape.heads;
+  if (f.seq_q_opt->count() > 0) check_positive(f.seq_q, "--seq-q");
   AttentionOptions options;
   options.variant = make_spec(f.variant);
   options.mask.causal = f.causal;
@@ -76,6 +91,18 @@ void bench(BenchFlags f) {
     const Timing t = bench_point(f, f.shape, options);
     if (f.json) {
       std::cout << point_json(f, f.shape, t).dump(2) << std::endl;
+      return;
+    }
+    if (f.seq_q_opt->count() > 0) {
+      std::printf(
+          "%s over a KV cache  B=%lld H=%lld H_kv=%lld S_q=%lld S_k=%lld D=%lld: median %.3f ms, "
+          "K+V %.2f GB/s, %.2f GFLOP/s (%d threads, %s)\n",
+          std::string(to_string(t.record.variant)).c_str(), static_cast<long long>(f.shape.batch),
+          static_cast<long long>(f.shape.heads), static_cast<long long>(f.shape.kv_heads),
+          static_cast<long long>(f.seq_q), static_cast<long long>(f.shape.seq),
+          static_cast<long long>(f.shape.dim), t.median_seconds * 1e3,
+          kv_bytes(f.shape) / t.median_seconds * 1e-9, t.gflops(), t.record.threads,
+          t.record.simd_target.c_str());
       return;
     }
     std::printf("%s  B=%lld H=%lld S=%lld D=%lld: median %.3f ms, %.2f GFLOP/s (%d threads, %s)\n",
@@ -121,7 +148,12 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--heads", flags->shape.heads, "query heads H")->capture_default_str();
   flags->kv_heads_opt =
       cmd->add_option("--kv-heads", flags->shape.kv_heads, "key/value heads (default H)");
-  flags->seq_opt = cmd->add_option("--seq", flags->shape.seq, "sequence length S (S_q = S_k)");
+  flags->seq_opt =
+      cmd->add_option("--seq", flags->shape.seq,
+                      "sequence length S (S_q = S_k; with --seq-q the cache length S_k)");
+  flags->seq_q_opt = cmd->add_option(
+      "--seq-q", flags->seq_q,
+      "new queries over a KV cache of --seq tokens (decode: 1), through a plan and a KvCache");
   cmd->add_option("--dim", flags->shape.dim, "head dimension D")->capture_default_str();
   flags->dim_v_opt = cmd->add_option("--dim-v", flags->shape.dim_v, "value dimension (default D)");
   cmd->add_flag("--causal", flags->causal, "causal mask");

@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <tuple>
 
 #include "cli/catalogue.hpp"
 #include "cli/commands.hpp"
+#include "cli/read_bandwidth.hpp"
 #include "cli/report.hpp"
 #include "cli/variant_flags.hpp"
 #include "seqattn/error.hpp"
@@ -31,6 +33,8 @@ struct ReportFlags {
   std::string python;
   std::string plot_script;
   bool no_plot = false;
+  std::string decode_seqs;
+  bool no_decode = false;
 };
 
 // What is known about one (variant, threads) series while the sweep runs: enough to predict
@@ -232,6 +236,56 @@ std::vector<std::int64_t> lengths(const ReportFlags& f) {
   return seqs;
 }
 
+// Decode: one new query (S_q = 1) per call against a KvCache of S_k tokens, at 1 and 2 threads,
+// then the read bandwidth of a cache-resident and a DRAM-sized array as the limit to compare.
+DecodeReport run_decode(const ReportConfig& c) {
+  const auto start = std::chrono::steady_clock::now();
+  DecodeReport d;
+  d.shape = Shape{1, 32, 8, 0, 128, 128};
+  AttentionOptions options;
+  options.mask.causal = true;
+  for (const std::int64_t seq_k : c.decode_seqs) {
+    Shape s = d.shape;
+    s.seq = seq_k;
+    const double kv_bytes = 4.0 * static_cast<double>(s.batch * s.kv_heads * seq_k) *
+                            static_cast<double>(s.dim + s.dim_v);
+    // Cheap steps get many runs (the cache fill dominates their cost); large caches a few.
+    const int repeat = kv_bytes <= 64.0 * 1048576 ? 51 : kv_bytes <= 512.0 * 1048576 ? 11 : 5;
+    for (const int threads : {1, 2}) {
+      options.threads = threads;
+      const Timing t = time_decode(s, 1, options, 2, repeat);
+      DecodePoint p;
+      p.seq_k = seq_k;
+      p.threads = threads;
+      p.median_seconds = t.median_seconds;
+      p.min_seconds = *std::min_element(t.seconds.begin(), t.seconds.end());
+      p.runs = static_cast<int>(t.seconds.size());
+      p.kv_bytes = kv_bytes;
+      p.simd_target = t.record.simd_target;
+      d.points.push_back(p);
+      char line[200];
+      std::snprintf(line, sizeof line,
+                    "report decode S_k=%-7lld %d thr  %.3f ms/token  %.1f GB/s K+V",
+                    static_cast<long long>(seq_k), threads, p.median_seconds * 1e3, p.kv_gbps());
+      std::cerr << line << "\n";
+    }
+  }
+  for (const auto& [kind, mib, repeat] :
+       {std::tuple{"cache", std::size_t{32}, 21}, std::tuple{"dram", std::size_t{512}, 5}}) {
+    for (const int threads : {1, 2}) {
+      const ReadBandwidth bw = measure_read_bandwidth(mib * 1048576, threads, repeat);
+      d.bandwidths.push_back({kind, static_cast<double>(bw.bytes), threads, bw.runs, bw.gbps()});
+      char line[200];
+      std::snprintf(line, sizeof line, "report read bandwidth %-5s %4zu MiB %d thr  %.1f GB/s",
+                    kind, mib, threads, bw.gbps());
+      std::cerr << line << "\n";
+    }
+  }
+  d.elapsed_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return d;
+}
+
 ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>& specs);
 
 void report(const ReportFlags& f) {
@@ -242,7 +296,9 @@ void report(const ReportFlags& f) {
   }
   Sweep sweep(config, specs);
   const std::vector<ReportPoint> points = sweep.run();
-  std::cout << write_report(config, points, sweep.elapsed());
+  const double elapsed = sweep.elapsed();
+  const DecodeReport decode = config.decode_seqs.empty() ? DecodeReport{} : run_decode(config);
+  std::cout << write_report(config, points, elapsed, decode);
 }
 
 ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>& specs) {
@@ -265,6 +321,20 @@ ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>&
   c.python = f.python;
   c.plot_script = f.plot_script;
   c.plot = !f.no_plot;
+  if (!f.no_decode) {
+    if (!f.decode_seqs.empty()) {
+      c.decode_seqs = parse_int_list(f.decode_seqs, "--decode-seqs");
+      for (const std::int64_t seq_k : c.decode_seqs) {
+        if (seq_k < 1) {
+          throw Error(ErrorKind::kInvalidArgument, "--decode-seqs", "cache lengths >= 1",
+                      f.decode_seqs);
+        }
+      }
+    } else {
+      c.decode_seqs = {512, 4096, 32768};
+      if (f.full) c.decode_seqs.push_back(131072);
+    }
+  }
   const std::vector<std::string> wanted = [&] {
     std::vector<std::string> names;
     std::size_t start = 0;
@@ -320,6 +390,10 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--python", flags->python, "python with matplotlib (default /usr/bin/python3)");
   cmd->add_option("--plot-script", flags->plot_script, "path of scripts/plot_scaling.py");
   cmd->add_flag("--no-plot", flags->no_plot, "skip scaling.png");
+  cmd->add_option("--decode-seqs", flags->decode_seqs,
+                  "KV-cache lengths of the decode sweep (default 512,4096,32768; --full adds "
+                  "131072)");
+  cmd->add_flag("--no-decode", flags->no_decode, "skip the decode sweep and bandwidth runs");
   cmd->callback([flags] { report(*flags); });
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "seqattn/attention.hpp"
+#include "seqattn/plan.hpp"
 
 namespace seqattn::cli {
 
@@ -33,13 +34,18 @@ struct Workload {
 
 struct Timing {
   RunRecord record;             // the last timed run
-  std::vector<double> seconds;  // kernel time of each timed run
+  std::vector<double> seconds;  // time of each timed run (the whole plan.run call)
   double median_seconds = 0;
   double gflops() const { return median_seconds > 0 ? record.flops / median_seconds * 1e-9 : 0; }
 };
 
-// `warmup` untimed runs, then `repeat` timed ones (kernel time from the run record).
+// `warmup` untimed runs, then `repeat` timed ones of one plan (time from the run record).
 Timing time_attend(Workload& w, const AttentionOptions& options, int warmup, int repeat);
+
+// seq_q new queries over a KvCache filled with s.seq random tokens (S_k = s.seq, the cache's
+// capacity), through one plan and a caller-owned workspace.
+Timing time_decode(const Shape& s, std::int64_t seq_q, const AttentionOptions& options, int warmup,
+                   int repeat);
 
 double median(std::vector<double> values);
 

@@ -27,6 +27,7 @@ struct ReportConfig {
   std::string python;
   std::string plot_script;
   bool plot = true;
+  std::vector<std::int64_t> decode_seqs;  // S_k of the decode sweep; empty = no decode section
 };
 
 struct ReportPoint {
@@ -48,8 +49,38 @@ struct ReportPoint {
   double gflops() const { return median_seconds > 0 ? flops / median_seconds * 1e-9 : 0; }
 };
 
+// One decode step (S_q = 1) against a KvCache of seq_k tokens.
+struct DecodePoint {
+  std::int64_t seq_k = 0;
+  int threads = 1;
+  double median_seconds = 0;
+  double min_seconds = 0;
+  int runs = 0;
+  double kv_bytes = 0;  // 4·B·H_kv·S_k·(D + D_v): K and V read once per step
+  std::string simd_target;
+
+  double kv_gbps() const { return median_seconds > 0 ? kv_bytes / median_seconds * 1e-9 : 0; }
+};
+
+// Sum of a float array over `threads` threads (the limit drawn for decode).
+struct BandwidthPoint {
+  std::string kind;  // "cache" (cache-resident size) or "dram"
+  double bytes = 0;
+  int threads = 1;
+  int runs = 0;
+  double gbps = 0;
+};
+
+struct DecodeReport {
+  Shape shape;  // seq unused (S_k per point)
+  std::vector<DecodePoint> points;
+  std::vector<BandwidthPoint> bandwidths;
+  double dram_above_bytes = 64.0 * 1048576;  // caches larger than this compare against DRAM
+  double elapsed_seconds = 0;
+};
+
 // Fits, crossovers, and the three files. Returns the scaling.md text (also printed).
 std::string write_report(const ReportConfig& config, const std::vector<ReportPoint>& points,
-                         double elapsed_seconds);
+                         double elapsed_seconds, const DecodeReport& decode = {});
 
 }  // namespace seqattn::cli

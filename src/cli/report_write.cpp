@@ -208,10 +208,49 @@ void fit_and_crossover_tables(std::ostream& md, const ReportConfig& c,
   }
 }
 
+// The bandwidth a decode point is compared with: DRAM for caches larger than
+// dram_above_bytes, otherwise the cache-resident one, at the same thread count.
+const BandwidthPoint* matching_bandwidth(const DecodeReport& d, const DecodePoint& p) {
+  const std::string kind = p.kv_bytes > d.dram_above_bytes ? "dram" : "cache";
+  for (const BandwidthPoint& b : d.bandwidths) {
+    if (b.kind == kind && b.threads == p.threads) return &b;
+  }
+  return nullptr;
+}
+
+void decode_table(std::ostream& md, const DecodeReport& d) {
+  const Shape& s = d.shape;
+  md << "\n## Decode against a KV cache\n\nOne new query per call (S_q = 1) against a KvCache "
+        "of S_k tokens (B="
+     << s.batch << ", H=" << s.heads << ", H_kv=" << s.kv_heads << ", D=D_v=" << s.dim
+     << ", fp32, causal, dense): ms/token is the median plan.run time, K+V GB/s is the "
+        "4·B·H_kv·S_k·(D+D_v) bytes of K and V read per step over that time, and % is of the read "
+        "bandwidth measured by summing a float array at the same thread count (the DRAM figure "
+        "for caches larger than "
+     << fixed(d.dram_above_bytes / 1048576.0, 0) << " MiB, else the cache-resident one). Took "
+     << fixed(d.elapsed_seconds, 1) << " s.\n\n"
+     << "| S_k | threads | K+V MiB | ms/token | K+V GB/s | % of read bandwidth |\n"
+     << "|---:|---:|---:|---:|---:|---:|\n";
+  for (const DecodePoint& p : d.points) {
+    const BandwidthPoint* b = matching_bandwidth(d, p);
+    md << "| " << p.seq_k << " | " << p.threads << " | " << fixed(p.kv_bytes / 1048576.0, 0)
+       << " | " << fixed(p.median_seconds * 1e3, 3) << " | " << fixed(p.kv_gbps(), 1) << " | "
+       << (b != nullptr && b->gbps > 0 ? fixed(100.0 * p.kv_gbps() / b->gbps, 0) + "% of " + b->kind
+                                       : std::string("-"))
+       << " |\n";
+  }
+  md << "\nRead bandwidth (sum of a float array, median of several runs):";
+  for (const BandwidthPoint& b : d.bandwidths) {
+    md << " " << b.kind << " (" << fixed(b.bytes / 1048576.0, 0) << " MiB) " << b.threads << "T "
+       << fixed(b.gbps, 1) << " GB/s;";
+  }
+  md << "\n";
+}
+
 std::string markdown(const ReportConfig& c, const std::vector<ReportPoint>& points,
                      const std::vector<SeriesFit>& fits,
-                     const std::vector<SeriesCrossover>& crossovers, const std::string& target,
-                     double elapsed) {
+                     const std::vector<SeriesCrossover>& crossovers, const DecodeReport& decode,
+                     const std::string& target, double elapsed) {
   std::ostringstream md;
   md << "# seqattn scaling report\n\n"
      << "B=" << c.shape.batch << ", H=" << c.shape.heads << ", D=" << c.shape.dim
@@ -220,6 +259,7 @@ std::string markdown(const ReportConfig& c, const std::vector<ReportPoint>& poin
   time_table(md, c, points);
   error_table(md, c, points);
   fit_and_crossover_tables(md, c, fits, crossovers);
+  if (!decode.points.empty()) decode_table(md, decode);
   if (!c.not_built.empty()) {
     md << "\n## Not built (skipped)\n\n";
     for (const auto& [v, why] : c.not_built) md << "- " << v << ": " << why << "\n";
@@ -324,10 +364,50 @@ nlohmann::json crossover_json(const SeriesCrossover& x) {
           {"note", x.crossover.note}};
 }
 
+nlohmann::json decode_json(const DecodeReport& d) {
+  nlohmann::json j = {{"batch", d.shape.batch},
+                      {"heads", d.shape.heads},
+                      {"kv_heads", d.shape.kv_heads},
+                      {"dim", d.shape.dim},
+                      {"dim_v", d.shape.dim_v},
+                      {"seq_q", 1},
+                      {"causal", true},
+                      {"variant", "dense"},
+                      {"kv_bytes", "4*B*H_kv*S_k*(D+D_v) per step"},
+                      {"dram_above_mb", d.dram_above_bytes / 1048576.0},
+                      {"elapsed_seconds", d.elapsed_seconds},
+                      {"points", nlohmann::json::array()},
+                      {"bandwidth", nlohmann::json::array()}};
+  for (const DecodePoint& p : d.points) {
+    const BandwidthPoint* b = matching_bandwidth(d, p);
+    j["points"].push_back(
+        {{"seq_k", p.seq_k},
+         {"threads", p.threads},
+         {"median_ms", p.median_seconds * 1e3},
+         {"min_ms", p.min_seconds * 1e3},
+         {"runs", p.runs},
+         {"kv_mb", p.kv_bytes / 1048576.0},
+         {"kv_gbps", number_or_null(p.kv_gbps())},
+         {"compared_with", b != nullptr ? nlohmann::json(b->kind) : nlohmann::json()},
+         {"percent_of_bandwidth", b != nullptr && b->gbps > 0
+                                      ? number_or_null(100.0 * p.kv_gbps() / b->gbps)
+                                      : nlohmann::json()},
+         {"simd_target", p.simd_target}});
+  }
+  for (const BandwidthPoint& b : d.bandwidths) {
+    j["bandwidth"].push_back({{"kind", b.kind},
+                              {"mb", b.bytes / 1048576.0},
+                              {"threads", b.threads},
+                              {"runs", b.runs},
+                              {"gbps", number_or_null(b.gbps)}});
+  }
+  return j;
+}
+
 }  // namespace
 
 std::string write_report(const ReportConfig& c, const std::vector<ReportPoint>& points,
-                         double elapsed) {
+                         double elapsed, const DecodeReport& decode) {
   std::vector<SeriesFit> fits;
   std::vector<SeriesCrossover> crossovers;
   const std::vector<double> n(c.seqs.begin(), c.seqs.end());
@@ -346,10 +426,11 @@ std::string write_report(const ReportConfig& c, const std::vector<ReportPoint>& 
   for (const ReportPoint& p : points) j["points"].push_back(point_json(p));
   for (const SeriesFit& f : fits) j["fits"].push_back(fit_json(f));
   for (const SeriesCrossover& x : crossovers) j["crossovers"].push_back(crossover_json(x));
+  if (!decode.points.empty()) j["decode"] = decode_json(decode);
 
   ::mkdir(c.out_dir.c_str(), 0777);  // an existing directory is fine; errors surface below
   const std::string json_path = c.out_dir + "/scaling.json";
-  const std::string md = markdown(c, points, fits, crossovers, target, elapsed);
+  const std::string md = markdown(c, points, fits, crossovers, decode, target, elapsed);
   npy::StagedOutputs staged;
   staged.stage(json_path, j.dump(2) + "\n", "--out-dir");
   staged.stage(c.out_dir + "/scaling.md", md, "--out-dir");

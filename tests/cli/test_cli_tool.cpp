@@ -269,6 +269,24 @@ TEST_F(CliTest, BenchJsonHasTheKeys) {
   EXPECT_GT(j["median_ms"].get<double>(), 0.0);
 }
 
+TEST_F(CliTest, BenchSeqQRunsThroughAKvCache) {
+  const Result r =
+      run("bench --json --heads 4 --kv-heads 2 --seq 700 --seq-q 3 --dim 16 --causal "
+          "--variant sliding-window --window 64 --window-right 0 --repeat 2 --warmup 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kv_cache"], true);
+  EXPECT_EQ(j["seq_q"], 3);
+  EXPECT_EQ(j["variant"], "sliding-window");
+  EXPECT_EQ(j["kv_bytes"].get<double>(), 4.0 * 2 * 700 * 32);
+  EXPECT_GT(j["kv_gbps"].get<double>(), 0.0);
+  // 3 queries × 4 heads × 65 keys (the window and the query's own key) × 2·(16 + 16) FLOPs.
+  EXPECT_EQ(j["flops"].get<double>(), 3.0 * 4 * 65 * 64);
+  const Result bad = run("bench --seq 64 --seq-q 0");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--seq-q"), std::string::npos) << bad.err;
+}
+
 TEST_F(CliTest, SelectFollowsTheDefaultThresholds) {
   const std::vector<std::pair<int, std::string>> expected = {
       {1, "dense"},     {512, "dense"},  {513, "sliding-window"}, {2048, "sliding-window"},
@@ -344,9 +362,23 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   }
   EXPECT_EQ(j["fits"].size(), variants.size());
   EXPECT_NE(j["fits"][0]["label"].get<std::string>().find("O(N^"), std::string::npos);
+  ASSERT_TRUE(j.contains("decode"));
+  const nlohmann::json& decode = j["decode"];
+  EXPECT_EQ(decode["seq_q"], 1);
+  EXPECT_EQ(decode["kv_heads"], 8);
+  ASSERT_EQ(decode["points"].size(), 6u);  // S_k = 512, 4096, 32768 at 1 and 2 threads
+  for (const auto& p : decode["points"]) {
+    EXPECT_GT(p["median_ms"].get<double>(), 0.0);
+    EXPECT_GT(p["kv_gbps"].get<double>(), 0.0);
+    EXPECT_TRUE(p["percent_of_bandwidth"].is_number());
+  }
+  EXPECT_EQ(decode["points"][0]["kv_mb"].get<double>(), 4.0 * 8 * 512 * 256 / 1048576.0);
+  ASSERT_EQ(decode["bandwidth"].size(), 4u);  // cache-resident and DRAM at 1 and 2 threads
+  for (const auto& b : decode["bandwidth"]) EXPECT_GT(b["gbps"].get<double>(), 0.0);
   const std::string md = read(path("report/scaling.md"));
   EXPECT_NE(md.find("| 128 |"), std::string::npos) << md;
   EXPECT_NE(md.find("O(N^"), std::string::npos) << md;
+  EXPECT_NE(md.find("Decode against a KV cache"), std::string::npos) << md;
   const std::string png = read(path("report/scaling.png"));
   ASSERT_GE(png.size(), 8u);
   EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
