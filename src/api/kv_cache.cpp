@@ -5,7 +5,6 @@
 #include <hwy/aligned_allocator.h>
 
 #include <algorithm>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -32,6 +31,11 @@ struct KvCache::Impl {
     std::fill(k_pair(b, 0), k_pair(b, 0) + shape.heads_kv * k_floats, 0.0f);
     std::fill(v_pair(b, 0), v_pair(b, 0) + shape.heads_kv * v_floats, 0.0f);
   }
+  // Throws Error when sequence b cannot take n more tokens.
+  void check_room(std::int64_t b, std::int64_t n) const;
+  // Packs validated k/v of sequences [first_batch, first_batch + batches) after their tokens.
+  void pack(const ConstTensor& k, const ConstTensor& v, std::int64_t first_batch,
+            std::int64_t batches);
 };
 
 namespace {
@@ -65,6 +69,46 @@ std::int64_t check_tokens(const KvCacheShape& s, std::int64_t batches, const Con
 }
 
 }  // namespace
+
+void KvCache::Impl::check_room(std::int64_t b, std::int64_t n) const {
+  const std::int64_t used = lengths[static_cast<size_t>(b)];
+  if (mode == KvCacheMode::kLinear && n > shape.capacity - used) {
+    fail("k.shape[2] (new tokens)",
+         "<= capacity - length(" + str(b) + ") = " + str(shape.capacity) + " - " + str(used),
+         str(n), "the cache is full: make it larger, clear() it, or use KvCacheMode::kRing");
+  }
+  if (mode == KvCacheMode::kRing && used > (std::int64_t{1} << 62) - n) {
+    fail("k.shape[2] (new tokens)", "a position that fits in 62 bits", str(used) + " + " + str(n));
+  }
+}
+
+// Token t of the input goes to position length(b) + t. A ring stores only the last
+// blocks·64 of them (earlier ones would be overwritten within this very append).
+void KvCache::Impl::pack(const ConstTensor& k, const ConstTensor& v, std::int64_t first_batch,
+                         std::int64_t batches) {
+  const std::int64_t n = k.shape[2], heads = shape.heads_kv;
+  const std::int64_t slots = blocks * kKvBlock;
+  const std::int64_t skip = mode == KvCacheMode::kRing ? std::max<std::int64_t>(n - slots, 0) : 0;
+  const std::int64_t pairs = batches * heads;
+  const double floats = static_cast<double>(pairs * (n - skip) * (shape.dim + shape.dim_v));
+#pragma omp parallel for schedule(static) if (floats > (1 << 18) && pairs > 1)
+  for (std::int64_t pair = 0; pair < pairs; ++pair) {
+    const std::int64_t lb = pair / heads, hk = pair % heads, b = first_batch + lb;
+    float* k_dst = k_pair(b, hk);
+    float* v_dst = v_pair(b, hk);
+    const std::int64_t start = lengths[static_cast<size_t>(b)];
+    for (std::int64_t t = skip; t < n; ++t) {
+      const std::int64_t slot = (start + t) % slots;
+      float* kb = k_dst + slot / kKvBlock * kKvBlock * shape.dim + slot % kKvBlock;
+      float* vb = v_dst + slot * dv_pad;
+      const float* ks = k.ptr(lb, hk, t);
+      const float* vs = v.ptr(lb, hk, t);
+      for (std::int64_t d = 0; d < shape.dim; ++d) kb[d * kKvBlock] = ks[d * k.strides[3]];
+      for (std::int64_t d = 0; d < shape.dim_v; ++d) vb[d] = vs[d * v.strides[3]];
+    }
+  }
+  for (std::int64_t lb = 0; lb < batches; ++lb) lengths[static_cast<size_t>(first_batch + lb)] += n;
+}
 
 KvCache::KvCache(const KvCacheShape& shape, KvCacheMode mode) : impl_(std::make_unique<Impl>()) {
   const std::pair<const char*, std::int64_t> extents[] = {{"shape.batch", shape.batch},
@@ -110,17 +154,15 @@ KvCache& KvCache::operator=(KvCache&&) noexcept = default;
 void KvCache::append(const ConstTensor& k, const ConstTensor& v) {
   const Impl& m = *impl_;
   const std::int64_t n = check_tokens(m.shape, m.shape.batch, k, v);
-  for (std::int64_t b = 0; b < m.shape.batch; ++b) {
-    detail::KvCacheAccess::check_room(*this, b, n);
-  }
-  detail::KvCacheAccess::pack(*this, k, v, 0, m.shape.batch);
+  for (std::int64_t b = 0; b < m.shape.batch; ++b) m.check_room(b, n);
+  impl_->pack(k, v, 0, m.shape.batch);
 }
 
 void KvCache::append(std::int64_t batch, const ConstTensor& k, const ConstTensor& v) {
   check_batch_index(impl_->shape, batch);
   const std::int64_t n = check_tokens(impl_->shape, 1, k, v);
-  detail::KvCacheAccess::check_room(*this, batch, n);
-  detail::KvCacheAccess::pack(*this, k, v, batch, 1);
+  impl_->check_room(batch, n);
+  impl_->pack(k, v, batch, 1);
 }
 
 std::int64_t KvCache::length(std::int64_t batch) const {
@@ -166,49 +208,6 @@ detail::PackedKv KvCacheAccess::packed(const KvCache& cache) {
   p.blocks = m.blocks;
   p.ring = m.mode == KvCacheMode::kRing;
   return p;
-}
-
-void KvCacheAccess::check_room(const KvCache& cache, std::int64_t b, std::int64_t n) {
-  const KvCache::Impl& m = *cache.impl_;
-  const std::int64_t used = m.lengths[static_cast<size_t>(b)];
-  if (m.mode == KvCacheMode::kLinear && n > m.shape.capacity - used) {
-    fail("k.shape[2] (new tokens)",
-         "<= capacity - length(" + str(b) + ") = " + str(m.shape.capacity) + " - " + str(used),
-         str(n), "the cache is full: make it larger, clear() it, or use KvCacheMode::kRing");
-  }
-  if (m.mode == KvCacheMode::kRing && used > (std::int64_t{1} << 62) - n) {
-    fail("k.shape[2] (new tokens)", "a position that fits in 62 bits", str(used) + " + " + str(n));
-  }
-}
-
-// Token t of the input goes to position length(b) + t. A ring stores only the last
-// blocks·64 of them (earlier ones would be overwritten within this very append).
-void KvCacheAccess::pack(KvCache& cache, const ConstTensor& k, const ConstTensor& v,
-                         std::int64_t first_batch, std::int64_t batches) {
-  KvCache::Impl& m = *cache.impl_;
-  const std::int64_t n = k.shape[2], heads = m.shape.heads_kv;
-  const std::int64_t slots = m.blocks * kKvBlock;
-  const std::int64_t skip = m.mode == KvCacheMode::kRing ? std::max<std::int64_t>(n - slots, 0) : 0;
-  const std::int64_t pairs = batches * heads;
-  const double floats = static_cast<double>(pairs * (n - skip) * (m.shape.dim + m.shape.dim_v));
-#pragma omp parallel for schedule(static) if (floats > (1 << 18) && pairs > 1)
-  for (std::int64_t pair = 0; pair < pairs; ++pair) {
-    const std::int64_t lb = pair / heads, hk = pair % heads, b = first_batch + lb;
-    float* k_dst = m.k_pair(b, hk);
-    float* v_dst = m.v_pair(b, hk);
-    const std::int64_t start = m.lengths[static_cast<size_t>(b)];
-    for (std::int64_t t = skip; t < n; ++t) {
-      const std::int64_t slot = (start + t) % slots;
-      float* kb = k_dst + slot / kKvBlock * kKvBlock * m.shape.dim + slot % kKvBlock;
-      float* vb = v_dst + slot * m.dv_pad;
-      const float* ks = k.ptr(lb, hk, t);
-      const float* vs = v.ptr(lb, hk, t);
-      for (std::int64_t d = 0; d < m.shape.dim; ++d) kb[d * kKvBlock] = ks[d * k.strides[3]];
-      for (std::int64_t d = 0; d < m.shape.dim_v; ++d) vb[d] = vs[d * v.strides[3]];
-    }
-  }
-  for (std::int64_t lb = 0; lb < batches; ++lb)
-    m.lengths[static_cast<size_t>(first_batch + lb)] += n;
 }
 
 }  // namespace detail

@@ -128,15 +128,10 @@ RunRecord AttentionPlan::run(const ConstTensor& q, const KvCache& cache, const T
   const Clock::time_point start = Clock::now();
   const detail::PlanState& st = *state_;
   detail::check_cache_run(st, cache, outputs);
+  const detail::ByteRange q_range = detail::bind_view("q", q, st.planned.q.shape);
   detail::Problem p = st.planned;
   p.q = q;
-  std::vector<std::pair<std::string, detail::ByteRange>> inputs;
-  inputs.emplace_back("q", detail::check_view("q", q.data, q.shape, q.strides, sizeof(float)));
-  if (q.shape != st.planned.q.shape) {
-    fail("q.shape", detail::shape_text(st.planned.q.shape) + " (as planned)",
-         detail::shape_text(q.shape), "make a plan for this shape");
-  }
-  p = detail::bind_outputs(p, out, outputs, std::move(inputs));
+  p = detail::bind_outputs(p, out, outputs, {{"q", q_range}});
 
   hwy::AlignedFreeUniquePtr<float[]> owned;
   float* ws = reinterpret_cast<float*>(workspace.data());
@@ -162,11 +157,8 @@ RunRecord attend(const ConstTensor& q, const ConstTensor& k, const ConstTensor& 
                  const Tensor& out, const AttentionOptions& options) {
   const Clock::time_point start = Clock::now();
   const AttentionShape shape = detail::shape_of(q, k, v, out);
-  AttentionOptions planned = options;
-  planned.lse.reset();
-  planned.weights.reset();
-  RunRecord record =
-      make_plan(shape, planned).run(q, k, v, out, RunOutputs{options.lse, options.weights});
+  RunRecord record = make_plan(shape, detail::without_outputs(options))
+                         .run(q, k, v, out, RunOutputs{options.lse, options.weights});
   record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return record;
 }
@@ -175,12 +167,9 @@ RunRecord attend(const ConstTensor& q, const KvCache& cache, const Tensor& out,
                  const AttentionOptions& options) {
   const Clock::time_point start = Clock::now();
   detail::check_view("q", q.data, q.shape, q.strides, sizeof(float));
-  AttentionOptions planned = options;
-  planned.lse.reset();
-  planned.weights.reset();
   const AttentionShape shape = cache_shape(cache.shape(), q.shape[1], q.shape[2]);
-  RunRecord record =
-      make_plan(shape, planned).run(q, cache, out, RunOutputs{options.lse, options.weights});
+  RunRecord record = make_plan(shape, detail::without_outputs(options))
+                         .run(q, cache, out, RunOutputs{options.lse, options.weights});
   record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return record;
 }

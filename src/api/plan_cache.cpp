@@ -22,20 +22,6 @@ void expect_cache_extent(const char* name, std::int64_t actual, std::int64_t pla
   }
 }
 
-// Keys row i (position pos) of sequence b can see through the contiguous rules: [lo, hi).
-struct Reach {
-  std::int64_t lo, hi;
-};
-Reach reach(const CacheProblem& p, std::int64_t b, std::int64_t pos, bool global_query) {
-  Reach r{p.kv.base(b), p.kv.length(b)};
-  if (p.causal) r.hi = std::min(r.hi, pos + 1);
-  if (p.banded && !global_query) {
-    r.lo = std::max(r.lo, pos - p.left);
-    r.hi = std::min(r.hi, pos + p.right + 1);
-  }
-  return r;
-}
-
 }  // namespace
 
 void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs& outputs) {
@@ -102,23 +88,25 @@ CacheProblem cache_problem(const PlanState& st, const Problem& bound, const Pack
 Cost cache_cost(const CacheProblem& p) {
   double pairs = 0, keys_read = 0;
   for (std::int64_t b = 0; b < p.kv.batch; ++b) {
-    std::int64_t lo = p.kv.length(b), hi = 0;
+    std::int64_t lo = p.kv.length(b), hi = 0;  // the union of the rows' ranges
     for (std::int64_t i = 0; i < p.seq_q(); ++i) {
-      const std::int64_t pos = p.kv.length(b) - p.seq_q() + i;
-      const bool global_query = std::binary_search(p.globals->begin(), p.globals->end(), pos);
-      const Reach r = reach(p, b, pos, global_query);
+      const std::int64_t pos = p.position(b, i);
+      const CacheKeyRange r = VisibleKeys(p, b, pos);
       std::int64_t seen = std::max<std::int64_t>(r.hi - r.lo, 0);
       for (const std::int64_t g : *p.globals) {
-        const bool stored = g >= p.kv.base(b) && g < p.kv.length(b);
-        if (stored && (g < r.lo || g >= r.hi) && (!p.causal || g <= pos)) ++seen;
+        if ((g < r.lo || g >= r.hi) && SeesGlobalKey(p, b, pos, g)) ++seen;
       }
       pairs += static_cast<double>(seen);
-      if (r.hi > r.lo) {
+      if (!r.empty()) {
         lo = std::min(lo, r.lo);
         hi = std::max(hi, r.hi);
       }
     }
-    keys_read += static_cast<double>(std::max<std::int64_t>(hi - lo, 0) + p.globals->size());
+    std::int64_t keys = std::max<std::int64_t>(hi - lo, 0);
+    for (const std::int64_t g : *p.globals) {
+      if ((g < lo || g >= hi) && g >= p.kv.base(b) && g < p.kv.length(b)) ++keys;
+    }
+    keys_read += static_cast<double>(keys);
   }
   const double d = static_cast<double>(p.kv.dim), dv = static_cast<double>(p.kv.dim_v);
   const double heads_q = static_cast<double>(p.q.shape[1]);

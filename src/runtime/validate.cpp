@@ -198,8 +198,6 @@ Problem plan_problem(const AttentionShape& shape, const AttentionOptions& option
   return p;
 }
 
-namespace {
-
 ByteRange bind_view(const std::string& name, const ConstTensor& view,
                     const std::array<std::int64_t, 4>& planned) {
   const ByteRange range = check_view(name, view.data, view.shape, view.strides, sizeof(float));
@@ -210,7 +208,12 @@ ByteRange bind_view(const std::string& name, const ConstTensor& view,
   return range;
 }
 
-}  // namespace
+AttentionOptions without_outputs(const AttentionOptions& options) {
+  AttentionOptions planned = options;
+  planned.lse.reset();
+  planned.weights.reset();
+  return planned;
+}
 
 Problem bind_outputs(const Problem& bound_inputs, const Tensor& out, const RunOutputs& outputs,
                      std::vector<std::pair<std::string, ByteRange>> inputs) {
@@ -268,11 +271,7 @@ Problem bind_problem(const Problem& planned, const ConstTensor& q, const ConstTe
 
 Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
                          const Tensor& out, const AttentionOptions& options) {
-  const AttentionShape shape = shape_of(q, k, v, out);
-  AttentionOptions planned = options;
-  planned.lse.reset();
-  planned.weights.reset();
-  Problem p = plan_problem(shape, planned);
+  Problem p = plan_problem(shape_of(q, k, v, out), without_outputs(options));
   p.mask = &options.mask;
   return bind_problem(p, q, k, v, out, RunOutputs{options.lse, options.weights});
 }

@@ -47,6 +47,13 @@ void check_shape(const AttentionShape& shape);
 // at options.mask, which must outlive it.
 Problem plan_problem(const AttentionShape& shape, const AttentionOptions& options);
 
+// The options a one-shot call plans with: its lse and weights go to RunOutputs instead.
+AttentionOptions without_outputs(const AttentionOptions& options);
+
+// check_view of one tensor plus its shape against the planned one; returns its byte range.
+ByteRange bind_view(const std::string& name, const ConstTensor& view,
+                    const std::array<std::int64_t, 4>& planned);
+
 // Binds out and the per-call outputs to a problem whose inputs are bound: shapes as planned,
 // pointers, strides, no self-overlap, and no output overlapping `inputs` or mask.keep/bias.
 Problem bind_outputs(const Problem& bound_inputs, const Tensor& out, const RunOutputs& outputs,

@@ -11,9 +11,6 @@
 
 #include "variants/dense/flash_tiles_shared-inl.h"  // IWYU pragma: keep
 
-inline constexpr float kLog2e = 1.4426950408889634f;
-inline constexpr float kLn2 = 0.6931471805599453f;
-
 // Sizes derived from the problem and the target's blocking.
 struct FlashGeometry {
   std::int64_t rows, key_tile, key_tiles, query_tile, query_tiles, dim, dim_v, dv_pad;

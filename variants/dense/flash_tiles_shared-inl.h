@@ -8,6 +8,10 @@
 // and target region, after <cmath>, <cstddef>, <limits> and <hwy/base.h>, with
 // Exp2NonPositive<Ops> visible.
 
+// Scores are kept in log2 units (queries pre-multiplied by scale·log2 e) so the softmax is exp2.
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
 // Blocking of the flash kernel for one target.
 //  rows:      query rows per micro-tile (the broadcast operand of both micro-kernels).
 //  key_vecs:  vectors of keys per key tile; rows × key_vecs score accumulators + key_vecs

@@ -2,6 +2,7 @@
 // grouped, split-KV decode kernel. See docs/architecture.md, "Attention over a KV cache".
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -48,7 +49,52 @@ struct CacheProblem {
   int threads = 1;
 
   std::int64_t seq_q() const { return q.shape[2]; }
+  // Absolute position of new query i of sequence b: the queries are the last S_q tokens.
+  std::int64_t position(std::int64_t b, std::int64_t i) const { return kv.length(b) - seq_q() + i; }
+  bool is_global(std::int64_t j) const {
+    return std::binary_search(globals->begin(), globals->end(), j);
+  }
 };
+
+struct CacheKeyRange {
+  std::int64_t lo = 0, hi = 0;  // [lo, hi) in absolute positions; empty when hi <= lo
+  bool empty() const { return hi <= lo; }
+};
+
+// The keys the query at position `pos` of sequence b sees through the contiguous rules
+// (stored keys, causal limit, band; a global query row sees every stored key up to the causal
+// limit). Global key columns come on top. The kernel and the cost count both use this.
+inline CacheKeyRange VisibleKeys(const CacheProblem& p, std::int64_t b, std::int64_t pos) {
+  CacheKeyRange r{p.kv.base(b), p.kv.length(b)};
+  if (p.causal) r.hi = std::min(r.hi, pos + 1);
+  if (p.banded && !p.is_global(pos)) {
+    r.lo = std::max(r.lo, pos - p.left);
+    r.hi = std::min(r.hi, pos + p.right + 1);
+  }
+  return r;
+}
+
+// Whether global key j is seen, beyond its range, by the query at `pos` of sequence b.
+inline bool SeesGlobalKey(const CacheProblem& p, std::int64_t b, std::int64_t pos, std::int64_t j) {
+  return j >= p.kv.base(b) && j < p.kv.length(b) && (!p.causal || j <= pos);
+}
+
+// Chunk c of sequence b holds keys [first + c·chunk, +chunk) ∩ the stored keys, where first is
+// the stored base rounded down to a chunk boundary (split points are fixed positions).
+inline CacheKeyRange KeysOfChunk(const CacheProblem& p, std::int64_t b, std::int64_t c) {
+  const std::int64_t base = p.kv.base(b), len = p.kv.length(b), chunk = p.split.chunk_keys;
+  if (chunk == 0) return {base, len};
+  const std::int64_t k0 = base / chunk * chunk + c * chunk;
+  return {std::max(k0, base), std::min(k0 + chunk, len)};
+}
+
+// Chunks of sequence b that hold keys (at least 1, so an empty sequence still gives its rows).
+inline std::int64_t ChunksOf(const CacheProblem& p, std::int64_t b) {
+  const std::int64_t chunk = p.split.chunk_keys;
+  if (chunk == 0) return 1;
+  const std::int64_t first = p.kv.base(b) / chunk, last = (p.kv.length(b) + chunk - 1) / chunk;
+  return std::max<std::int64_t>(last - first, 1);
+}
 
 // Per-thread scratch of the cache kernel, as floats of the workspace (each region a whole
 // number of 16-float lines so every region stays 64-byte aligned).
@@ -66,6 +112,16 @@ struct CacheScratchLayout {
     alpha = m + line(row_tile);
     total = alpha + line(kMaxRows);
   }
+};
+
+// One item's partial result in the workspace (split keys): the unnormalised output
+// [row_tile][dv_pad], then each row's running max (log2 units), then each row's sum.
+struct CachePartialLayout {
+  std::int64_t max, sum, total;
+  CachePartialLayout(std::int64_t row_tile, std::int64_t dv_pad)
+      : max(row_tile * dv_pad),
+        sum(max + CacheScratchLayout::line(row_tile)),
+        total(sum + CacheScratchLayout::line(row_tile)) {}
 };
 
 // Floats of workspace a run needs with `threads` threads (64-byte aligned by the caller).

@@ -8,14 +8,6 @@
 // No include guard and no namespace: cache_attention.cpp includes this inside its per-target
 // namespace, after flash_tiles_shared-inl.h.
 
-inline constexpr float kCacheLog2e = 1.4426950408889634f;
-inline constexpr float kCacheLn2 = 0.6931471805599453f;
-
-struct CacheKeyRange {
-  std::int64_t lo = 0, hi = 0;  // [lo, hi) in absolute positions; empty when hi <= lo
-  bool empty() const { return hi <= lo; }
-};
-
 template <class Ops>
 class CacheWorker {
  public:
@@ -76,12 +68,11 @@ class CacheWorker {
 
   // The partial result of the last run(): O [row_tile][dv_pad], max [row_tile], sum [row_tile].
   void store_partial(float* dst) const {
-    const std::int64_t rt = p_.split.row_tile, dv_pad = p_.kv.dv_pad;
-    std::copy(o(), o() + n_ * dv_pad, dst);
+    const CachePartialLayout part(p_.split.row_tile, p_.kv.dv_pad);
+    std::copy(o(), o() + n_ * p_.kv.dv_pad, dst);
     for (std::int64_t r = 0; r < n_; ++r) {
-      dst[rt * dv_pad + r] = m()[r];
-      dst[rt * dv_pad + CacheScratchLayout::line(rt) + r] =
-          Ops::ReduceSum(Ops::Load(sum_lanes() + r * kLanes));
+      dst[part.max + r] = m()[r];
+      dst[part.sum + r] = Ops::ReduceSum(Ops::Load(sum_lanes() + r * kLanes));
     }
   }
 
@@ -94,7 +85,7 @@ class CacheWorker {
     for (std::int64_t d = 0; d < p_.kv.dim_v; ++d) out[d * step] = o_row[d] * inv;
     if (p_.lse) {
       p_.lse->at(b_, h, i, 0) =
-          sum > 0 ? (max + std::log2(sum)) * kCacheLn2 : -std::numeric_limits<float>::infinity();
+          sum > 0 ? (max + std::log2(sum)) * kLn2 : -std::numeric_limits<float>::infinity();
     }
   }
 
@@ -116,28 +107,17 @@ class CacheWorker {
   float* m() const { return scratch_ + layout_.m; }
   float* alpha() const { return scratch_ + layout_.alpha; }
 
-  std::int64_t position(std::int64_t r) const {
-    return p_.kv.length(b_) - p_.seq_q() + (r0_ + r) / p_.group;
-  }
-  bool is_global(std::int64_t j) const {
-    return std::binary_search(p_.globals->begin(), p_.globals->end(), j);
-  }
+  std::int64_t position(std::int64_t r) const { return p_.position(b_, (r0_ + r) / p_.group); }
 
   // Keys row r sees through the contiguous rules, within this item's chunk.
   CacheKeyRange row_range(std::int64_t r) const {
-    const std::int64_t pos = position(r);
-    CacheKeyRange range{std::max(k0_, p_.kv.base(b_)), std::min(k1_, p_.kv.length(b_))};
-    if (p_.causal) range.hi = std::min(range.hi, pos + 1);
-    if (p_.banded && !is_global(pos)) {
-      range.lo = std::max(range.lo, pos - p_.left);
-      range.hi = std::min(range.hi, pos + p_.right + 1);
-    }
-    return range;
+    const CacheKeyRange range = VisibleKeys(p_, b_, position(r));
+    return {std::max(range.lo, k0_), std::min(range.hi, k1_)};
   }
 
   // Scaled queries in log2 units; accumulators reset.
   void load_queries() {
-    const float mul = p_.scale * kCacheLog2e;
+    const float mul = p_.scale * kLog2e;
     const std::int64_t dim = p_.kv.dim, step = p_.q.strides[3];
     for (std::int64_t r = 0; r < n_; ++r) {
       const std::int64_t row = r0_ + r;
@@ -221,12 +201,12 @@ class CacheWorker {
   // chunk that is stored and (causal) not in the row's future.
   void mask_row(std::int64_t r, std::int64_t j0, float* s) const {
     const CacheKeyRange range = ranges_[static_cast<size_t>(r)];
-    const std::int64_t pos = position(r), len = p_.kv.length(b_), base = p_.kv.base(b_);
+    const std::int64_t pos = position(r);
     for (std::int64_t t = 0; t < kWidth; ++t) {
       const std::int64_t j = j0 + t;
       bool visible = j >= range.lo && j < range.hi;
-      if (!visible && j >= std::max(k0_, base) && j < std::min(k1_, len) && is_global(j)) {
-        visible = !p_.causal || j <= pos;
+      if (!visible && j >= k0_ && j < k1_ && p_.is_global(j)) {
+        visible = SeesGlobalKey(p_, b_, pos, j);
       }
       if (!visible) s[t] = -std::numeric_limits<float>::infinity();
     }
