@@ -5,6 +5,7 @@
 
 #include <hwy/aligned_allocator.h>
 #include <hwy/base.h>
+#include <hwy/cache_control.h>
 
 #include <algorithm>
 #include <cmath>
