@@ -45,14 +45,16 @@ struct RunOutputs {
 
 class AttentionPlan {
  public:
-  // Scratch a run needs. run() without a workspace allocates it; a caller that runs often
-  // passes its own (64-byte aligned, at least workspace_bytes()), one per concurrent run.
+  // Scratch a run over a KvCache needs. run() without a workspace allocates it; a caller that
+  // runs often passes its own (64-byte aligned, at least workspace_bytes()), one per
+  // concurrent run.
   std::size_t workspace_bytes() const;
 
   // Attention over q, k, v (shapes as planned; any strides; out must not overlap an input).
   // Throws Error, writing nothing, on a bad view. One plan may run from many threads at once.
+  // This path packs K and V on every call, into scratch it allocates itself.
   RunRecord run(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v, const Tensor& out,
-                const RunOutputs& outputs = {}, std::span<std::byte> workspace = {}) const;
+                const RunOutputs& outputs = {}) const;
 
   // S_q new queries over the tokens in `cache` (append the new tokens first): query i of
   // sequence b sits at position length(b) - S_q + i, and causal masks, windows and global

@@ -112,8 +112,7 @@ const AttentionShape& AttentionPlan::shape() const { return state_->shape; }
 Variant AttentionPlan::variant() const { return state_->id; }
 
 RunRecord AttentionPlan::run(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
-                             const Tensor& out, const RunOutputs& outputs,
-                             std::span<std::byte>) const {
+                             const Tensor& out, const RunOutputs& outputs) const {
   const Clock::time_point start = Clock::now();
   const detail::PlanState& st = *state_;
   const detail::Problem p = detail::bind_problem(st.planned, q, k, v, out, outputs);

@@ -122,6 +122,13 @@ TEST(KvCacheErrors, AttentionBadArguments) {
   std::vector<std::byte> small(good.workspace_bytes() / 2 + 64);
   expect_error([&] { good.run(f.q.cview(), f.cache, f.out.view, {}, small); }, "workspace.size()",
                ErrorKind::kInvalidArgument);
+  std::vector<std::byte> big(good.workspace_bytes() + 128);
+  std::byte* misaligned = big.data() + (64 - reinterpret_cast<std::uintptr_t>(big.data()) % 64) + 4;
+  expect_error(
+      [&] {
+        good.run(f.q.cview(), f.cache, f.out.view, {}, {misaligned, good.workspace_bytes()});
+      },
+      "workspace.data()", ErrorKind::kInvalidArgument);
   f.expect_untouched();
 }
 
