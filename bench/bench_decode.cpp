@@ -1,13 +1,15 @@
 // Decode against a KV cache: S_q new queries over S_k cached tokens, H = 32 query heads,
-// H_kv = 8, D = 128, causal, f32, through a plan (BM_Decode) and, for comparison, the one-shot
-// q/k/v path that repacks K and V on every call (BM_DecodeOneShot). KV_GBps is the K+V bytes
-// of the cache divided by the time: read it against BM_ReadBandwidth in the same binary.
+// H_kv = 8, D = 128, causal, f32 queries, through a plan over an f32, bf16 or f16 cache
+// (BM_Decode) and, for comparison, the one-shot q/k/v path that repacks K and V on every call
+// (BM_DecodeOneShot). KV_GBps is the K+V bytes the cache stores (2 per element in bf16/f16)
+// divided by the time: read it against BM_ReadBandwidth in the same binary.
 // BM_PlanOverhead times plan.run() and the kernel it calls on a tiny problem.
 #include <benchmark/benchmark.h>
 #include <hwy/aligned_allocator.h>
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "api/kv_cache_access.hpp"
@@ -33,10 +35,11 @@ struct DecodeSetup {
   std::vector<float> q, out;
 
   DecodeSetup(std::int64_t sk, std::int64_t sq, std::int64_t heads = kHeads,
-              std::int64_t kv_heads = kKvHeads, std::int64_t dim = kDim)
+              std::int64_t kv_heads = kKvHeads, std::int64_t dim = kDim,
+              seqattn::DType kv_dtype = seqattn::DType::kF32)
       : seq_k(sk),
         seq_q(sq),
-        cache({1, kv_heads, sk, dim, dim}),
+        cache({1, kv_heads, sk, dim, dim, kv_dtype}),
         q(random_floats(heads * sq * dim, 1)),
         out(q.size()) {
     const std::vector<float> k = random_floats(kv_heads * sk * dim, 2);
@@ -56,13 +59,16 @@ struct DecodeSetup {
   }
   double kv_bytes() const {
     const auto& s = cache.shape();
-    return 4.0 * static_cast<double>(s.heads_kv * seq_k * (s.dim + s.dim_v));
+    return static_cast<double>(seqattn::dtype_size(s.dtype)) *
+           static_cast<double>(s.heads_kv * seq_k * (s.dim + s.dim_v));
   }
 };
 
-// Args: S_k, threads, S_q.
+// Args: S_k, threads, S_q, cache dtype (0 f32, 1 bf16, 2 f16).
 void BM_Decode(benchmark::State& state) {
-  DecodeSetup d(state.range(0), state.range(2));
+  const auto kv_dtype = static_cast<seqattn::DType>(state.range(3));
+  DecodeSetup d(state.range(0), state.range(2), DecodeSetup::kHeads, DecodeSetup::kKvHeads,
+                DecodeSetup::kDim, kv_dtype);
   seqattn::AttentionOptions options;
   options.mask.causal = true;
   options.threads = static_cast<int>(state.range(1));
@@ -81,11 +87,13 @@ void BM_Decode(benchmark::State& state) {
   state.counters["GFLOPS"] =
       benchmark::Counter(record.flops * runs / 1e9, benchmark::Counter::kIsRate);
   state.counters["threads"] = record.threads;
+  state.SetLabel(std::string("kv ") + std::string(seqattn::to_string(kv_dtype)));
 }
 BENCHMARK(BM_Decode)
-    ->ArgNames({"S_k", "threads", "S_q"})
-    ->ArgsProduct({{512, 4096, 32768}, {1, 2}, {1}})
-    ->Args({4096, 2, 16})
+    ->ArgNames({"S_k", "threads", "S_q", "kv"})
+    ->ArgsProduct({{512, 4096, 32768}, {1, 2}, {1}, {0, 1, 2}})
+    ->Args({4096, 2, 16, 0})
+    ->Args({4096, 2, 16, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

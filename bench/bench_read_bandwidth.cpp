@@ -1,7 +1,8 @@
 // The machine's read bandwidth: each thread sums its own contiguous part of a float array
 // through detail::sum_floats (the dispatched target's widest loads). Decode is read-bound:
 // BM_Decode's K+V GB/s is read against this. Args: MiB, threads. 32 MiB stays in this
-// machine's L3 once warm (the S_k = 4096 decode cache is 33.5 MB); 1 GiB streams from DRAM.
+// machine's L3 once warm (the S_k = 4096 decode cache is 33.5 MB); 1 GiB streams from DRAM;
+// 128 and 256 MiB are the S_k = 32768 cache in bf16/f16 and in f32.
 #include <benchmark/benchmark.h>
 #include <hwy/aligned_allocator.h>
 #include <omp.h>
@@ -36,7 +37,7 @@ void BM_ReadBandwidth(benchmark::State& state) {
 }
 BENCHMARK(BM_ReadBandwidth)
     ->ArgNames({"MiB", "threads"})
-    ->ArgsProduct({{32, 1024}, {1, 2}})
+    ->ArgsProduct({{32, 128, 256, 1024}, {1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -54,19 +54,24 @@ def interpolate_loglog(xs, ys, x):
 
 THREAD_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
 BANDWIDTH_STYLES = {"cache": ":", "dram": "--"}
+DTYPE_MARKERS = {"f32": "o", "bf16": "s", "f16": "^"}
 
 
 def plot_decode(ax, decode):
-    """K+V GB/s against S_k, one line per thread count, and the read bandwidths as limits."""
+    """K+V GB/s against S_k, one line per thread count and cache dtype, and the read
+    bandwidths as limits."""
     threads = sorted({p["threads"] for p in decode["points"]} |
                      {b["threads"] for b in decode.get("bandwidth", [])})
     for t in threads:
         color = THREAD_COLORS[threads.index(t) % len(THREAD_COLORS)]
-        pts = sorted((p["seq_k"], p["kv_gbps"]) for p in decode["points"]
-                     if p["threads"] == t and p.get("kv_gbps") is not None)
-        if pts:
-            ax.plot([x for x, _ in pts], [y for _, y in pts], "-", marker="o", color=color,
-                    label=f"decode K+V, {t} thr")
+        for dtype, marker in DTYPE_MARKERS.items():
+            pts = sorted((p["seq_k"], p["kv_gbps"]) for p in decode["points"]
+                         if p["threads"] == t and p.get("kv_dtype", "f32") == dtype
+                         and p.get("kv_gbps") is not None)
+            if pts:
+                ax.plot([x for x, _ in pts], [y for _, y in pts],
+                        "-" if dtype == "f32" else "-.", marker=marker, color=color,
+                        label=f"decode K+V ({dtype} cache), {t} thr")
         for b in decode.get("bandwidth", []):
             if b["threads"] != t or b.get("gbps") is None:
                 continue

@@ -24,9 +24,11 @@ struct RunRecord {
 // out[b, h, i, :] = Σ_j softmax_j(q_i·k_j·scale + mask) v_j for the chosen variant.
 // Shapes: q [B, H_q, S_q, D], k [B, H_kv, S_k, D], v [B, H_kv, S_k, D_v], out [B, H_q, S_q, D_v],
 // with H_q a multiple of H_kv (GQA/MQA). Any strides, as long as out overlaps no input.
-// Throws Error (and leaves out untouched) on any bad argument.
-RunRecord attend(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
-                 const Tensor& out, const AttentionOptions& options = {});
+// Each of q, k, v and out may be float, bfloat16 or float16 (see docs/architecture.md,
+// "Half precision", for where values are rounded). Throws Error (and leaves out untouched) on
+// any bad argument.
+RunRecord attend(const AnyConstTensor& q, const AnyConstTensor& k, const AnyConstTensor& v,
+                 const AnyTensor& out, const AttentionOptions& options = {});
 
 // Merges two partial results computed over disjoint key sets into the exact result over
 // their union: out = (e^{lse1} out1 + e^{lse2} out2) / (e^{lse1} + e^{lse2}), lse likewise.

@@ -20,6 +20,9 @@ struct KvCacheShape {
   std::int64_t capacity = 4096;  // tokens kept per sequence
   std::int64_t dim = 64;         // D of the keys (and of the queries that attend to them)
   std::int64_t dim_v = 64;       // D_v of the values (and of the output)
+  // Element type of the stored keys and values: f32, or bf16/f16 (half the bytes a decode
+  // step reads; appended tokens are rounded to nearest even, the kernel widens exactly).
+  DType dtype = DType::kF32;
 };
 
 enum class KvCacheMode {
@@ -34,8 +37,8 @@ enum class KvCacheMode {
 
 // Layout (for readers of docs/architecture.md, not an API promise): per (batch, kv head),
 // blocks of 64 tokens; a block's keys are stored transposed [D][64] and its values row-major
-// [64][D_v rounded up to 16], both 64-byte aligned, so the kernel's Q·Kᵀ micro-kernel reads
-// whole vectors of keys and its P·V micro-kernel whole vectors of value columns.
+// [64][D_v rounded up to 16], both 64-byte aligned (in the cache's dtype), so the kernel's Q·Kᵀ
+// micro-kernel reads whole vectors of keys and its P·V micro-kernel whole vectors of value columns.
 class KvCache {
  public:
   // Throws Error for a non-positive extent or a size that does not fit in memory.
@@ -47,9 +50,10 @@ class KvCache {
   // Appends n tokens to every sequence: k [B, H_kv, n, D], v [B, H_kv, n, D_v], any strides.
   // Throws Error (and changes nothing) on a shape mismatch or, in linear mode, when a sequence
   // would exceed the capacity.
-  void append(const ConstTensor& k, const ConstTensor& v);
+  // k and v may be float, bfloat16 or float16 (converted to the cache's dtype).
+  void append(const AnyConstTensor& k, const AnyConstTensor& v);
   // Appends n tokens to sequence `batch` only: k [1, H_kv, n, D], v [1, H_kv, n, D_v].
-  void append(std::int64_t batch, const ConstTensor& k, const ConstTensor& v);
+  void append(std::int64_t batch, const AnyConstTensor& k, const AnyConstTensor& v);
 
   // Tokens appended to sequence b since construction or clear() (in ring mode this keeps
   // counting past the capacity: it is the position of the next token).
@@ -61,7 +65,7 @@ class KvCache {
 
   const KvCacheShape& shape() const;
   KvCacheMode mode() const;
-  std::int64_t bytes() const;  // memory held for K and V
+  std::int64_t bytes() const;  // memory held for K and V (2 bytes an element in bf16/f16)
 
  private:
   friend struct detail::KvCacheAccess;

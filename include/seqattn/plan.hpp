@@ -52,14 +52,17 @@ class AttentionPlan {
 
   // Attention over q, k, v (shapes as planned; any strides; out must not overlap an input).
   // Throws Error, writing nothing, on a bad view. One plan may run from many threads at once.
-  // This path packs K and V on every call, into scratch it allocates itself.
-  RunRecord run(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v, const Tensor& out,
-                const RunOutputs& outputs = {}) const;
+  // This path packs K and V on every call, into scratch it allocates itself. Views may be
+  // float, bfloat16 or float16: half inputs are widened to fp32 copies first and a half out is
+  // rounded from an fp32 result (lse and weights are always fp32).
+  RunRecord run(const AnyConstTensor& q, const AnyConstTensor& k, const AnyConstTensor& v,
+                const AnyTensor& out, const RunOutputs& outputs = {}) const;
 
   // S_q new queries over the tokens in `cache` (append the new tokens first): query i of
   // sequence b sits at position length(b) - S_q + i, and causal masks, windows and global
   // tokens are taken at those positions. Dense and sliding window only; lse may be asked.
-  RunRecord run(const ConstTensor& q, const KvCache& cache, const Tensor& out,
+  // q and out may be float, bfloat16 or float16; the cache is read in its own dtype.
+  RunRecord run(const AnyConstTensor& q, const KvCache& cache, const AnyTensor& out,
                 const RunOutputs& outputs = {}, std::span<std::byte> workspace = {}) const;
 
   const AttentionShape& shape() const;
@@ -78,7 +81,7 @@ class AttentionPlan {
 AttentionPlan make_plan(const AttentionShape& shape, const AttentionOptions& options);
 
 // One-shot attention over a cache: make_plan(cache_shape(…), options).run(q, cache, out, …).
-RunRecord attend(const ConstTensor& q, const KvCache& cache, const Tensor& out,
+RunRecord attend(const AnyConstTensor& q, const KvCache& cache, const AnyTensor& out,
                  const AttentionOptions& options = {});
 
 }  // namespace seqattn

@@ -3,6 +3,7 @@
 
 #include "seqattn/attention.hpp"
 #include "seqattn/error.hpp"
+#include "seqattn/half.hpp"
 #include "seqattn/kv_cache.hpp"
 #include "seqattn/linear_state.hpp"
 #include "seqattn/mha.hpp"

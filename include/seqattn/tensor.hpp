@@ -6,6 +6,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+
+#include "seqattn/half.hpp"
 
 namespace seqattn {
 
@@ -32,6 +35,56 @@ struct TensorView {
 
 using Tensor = TensorView<float>;
 using ConstTensor = TensorView<const float>;
+
+// A read-only view of any element type (float, bfloat16, float16): what the entry points take,
+// so any TensorView converts to it implicitly.
+struct AnyConstTensor {
+  DType dtype = DType::kF32;
+  const void* data = nullptr;
+  std::array<std::int64_t, 4> shape{};
+  std::array<std::int64_t, 4> strides{};
+
+  AnyConstTensor() = default;
+  template <class T>
+  requires Element<std::remove_const_t<T>> AnyConstTensor(
+      const TensorView<T>& v)  // NOLINT(google-explicit-constructor)
+      : dtype(dtype_of<std::remove_const_t<T>>()),
+        data(v.data),
+        shape(v.shape),
+        strides(v.strides) {}
+
+  // The typed view (T must be the view's dtype).
+  template <Element T>
+  TensorView<const T> as() const {
+    return {static_cast<const T*>(data), shape, strides};
+  }
+};
+
+// A writable view of any element type.
+struct AnyTensor {
+  DType dtype = DType::kF32;
+  void* data = nullptr;
+  std::array<std::int64_t, 4> shape{};
+  std::array<std::int64_t, 4> strides{};
+
+  AnyTensor() = default;
+  template <Element T>
+  AnyTensor(const TensorView<T>& v)  // NOLINT(google-explicit-constructor)
+      : dtype(dtype_of<T>()), data(v.data), shape(v.shape), strides(v.strides) {}
+
+  template <Element T>
+  TensorView<T> as() const {
+    return {static_cast<T*>(data), shape, strides};
+  }
+  operator AnyConstTensor() const {  // NOLINT(google-explicit-constructor)
+    AnyConstTensor c;
+    c.dtype = dtype;
+    c.data = data;
+    c.shape = shape;
+    c.strides = strides;
+    return c;
+  }
+};
 
 // Contiguous [B, H, S, D] memory (PyTorch's layout after transpose(1, 2).contiguous()).
 template <class T>

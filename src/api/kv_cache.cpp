@@ -5,6 +5,7 @@
 #include <hwy/aligned_allocator.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -17,25 +18,35 @@ struct KvCache::Impl {
   KvCacheShape shape;
   KvCacheMode mode = KvCacheMode::kLinear;
   std::int64_t blocks = 0, dv_pad = 0;
-  std::int64_t k_floats = 0, v_floats = 0;  // per (batch, kv head)
-  hwy::AlignedFreeUniquePtr<float[]> k, v;
+  std::int64_t k_elems = 0, v_elems = 0;  // per (batch, kv head)
+  std::size_t elem_bytes = 4;             // of shape.dtype
+  hwy::AlignedFreeUniquePtr<std::uint8_t[]> k, v;
   std::vector<std::int64_t> lengths;
 
-  float* k_pair(std::int64_t b, std::int64_t hk) const {
-    return k.get() + (b * shape.heads_kv + hk) * k_floats;
+  template <class T>
+  T* k_pair(std::int64_t b, std::int64_t hk) const {
+    return reinterpret_cast<T*>(k.get()) + (b * shape.heads_kv + hk) * k_elems;
   }
-  float* v_pair(std::int64_t b, std::int64_t hk) const {
-    return v.get() + (b * shape.heads_kv + hk) * v_floats;
+  template <class T>
+  T* v_pair(std::int64_t b, std::int64_t hk) const {
+    return reinterpret_cast<T*>(v.get()) + (b * shape.heads_kv + hk) * v_elems;
   }
+  // All-zero bits are +0 in every dtype.
   void zero(std::int64_t b) {
-    std::fill(k_pair(b, 0), k_pair(b, 0) + shape.heads_kv * k_floats, 0.0f);
-    std::fill(v_pair(b, 0), v_pair(b, 0) + shape.heads_kv * v_floats, 0.0f);
+    const auto bytes = [&](std::int64_t elems) {
+      return static_cast<std::size_t>(shape.heads_kv * elems) * elem_bytes;
+    };
+    std::memset(k.get() + static_cast<std::size_t>(b) * bytes(k_elems), 0, bytes(k_elems));
+    std::memset(v.get() + static_cast<std::size_t>(b) * bytes(v_elems), 0, bytes(v_elems));
   }
   // Throws Error when sequence b cannot take n more tokens.
   void check_room(std::int64_t b, std::int64_t n) const;
   // Packs validated k/v of sequences [first_batch, first_batch + batches) after their tokens.
-  void pack(const ConstTensor& k, const ConstTensor& v, std::int64_t first_batch,
+  void pack(const AnyConstTensor& k, const AnyConstTensor& v, std::int64_t first_batch,
             std::int64_t batches);
+  template <class Src, class Dst>
+  void pack_typed(const TensorView<const Src>& k, const TensorView<const Src>& v,
+                  std::int64_t first_batch, std::int64_t batches);
 };
 
 namespace {
@@ -50,10 +61,14 @@ void check_batch_index(const KvCacheShape& s, std::int64_t b) {
 }
 
 // Checks k [batches, H_kv, n, D] and v [batches, H_kv, n, D_v]; returns n.
-std::int64_t check_tokens(const KvCacheShape& s, std::int64_t batches, const ConstTensor& k,
-                          const ConstTensor& v) {
-  detail::check_view("k", k.data, k.shape, k.strides, sizeof(float));
-  detail::check_view("v", v.data, v.shape, v.strides, sizeof(float));
+std::int64_t check_tokens(const KvCacheShape& s, std::int64_t batches, const AnyConstTensor& k,
+                          const AnyConstTensor& v) {
+  detail::check_view("k", k.data, k.shape, k.strides, dtype_size(k.dtype));
+  detail::check_view("v", v.data, v.shape, v.strides, dtype_size(v.dtype));
+  if (v.dtype != k.dtype) {
+    detail::fail("v.dtype", "k's dtype " + std::string(to_string(k.dtype)),
+                 std::string(to_string(v.dtype)));
+  }
   const std::int64_t n = k.shape[2];
   const std::array<std::int64_t, 4> want_k{batches, s.heads_kv, n, s.dim};
   const std::array<std::int64_t, 4> want_v{batches, s.heads_kv, n, s.dim_v};
@@ -66,6 +81,29 @@ std::int64_t check_tokens(const KvCacheShape& s, std::int64_t batches, const Con
          detail::shape_text(v.shape));
   }
   return n;
+}
+
+// The stored element of x: a copy in f32, rounded to nearest even in bf16/f16.
+template <class Dst, class Src>
+Dst to_stored(Src x) {
+  if constexpr (std::is_same_v<Dst, float>) {
+    return static_cast<float>(x);
+  } else {
+    return Dst(static_cast<float>(x));
+  }
+}
+
+// Calls f(Src{}) for the C++ type of `dtype`.
+template <class F>
+void with_element(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32:
+      return f(float{});
+    case DType::kBF16:
+      return f(bfloat16{});
+    case DType::kF16:
+      return f(float16{});
+  }
 }
 
 }  // namespace
@@ -82,10 +120,21 @@ void KvCache::Impl::check_room(std::int64_t b, std::int64_t n) const {
   }
 }
 
+void KvCache::Impl::pack(const AnyConstTensor& k, const AnyConstTensor& v, std::int64_t first_batch,
+                         std::int64_t batches) {
+  with_element(k.dtype, [&](auto src) {
+    using Src = decltype(src);
+    with_element(shape.dtype, [&](auto dst) {
+      pack_typed<Src, decltype(dst)>(k.as<Src>(), v.as<Src>(), first_batch, batches);
+    });
+  });
+}
+
 // Token t of the input goes to position length(b) + t. A ring stores only the last
 // blocks·64 of them (earlier ones would be overwritten within this very append).
-void KvCache::Impl::pack(const ConstTensor& k, const ConstTensor& v, std::int64_t first_batch,
-                         std::int64_t batches) {
+template <class Src, class Dst>
+void KvCache::Impl::pack_typed(const TensorView<const Src>& k, const TensorView<const Src>& v,
+                               std::int64_t first_batch, std::int64_t batches) {
   const std::int64_t n = k.shape[2], heads = shape.heads_kv;
   const std::int64_t slots = blocks * kKvBlock;
   const std::int64_t skip = mode == KvCacheMode::kRing ? std::max<std::int64_t>(n - slots, 0) : 0;
@@ -94,17 +143,18 @@ void KvCache::Impl::pack(const ConstTensor& k, const ConstTensor& v, std::int64_
 #pragma omp parallel for schedule(static) if (floats > (1 << 18) && pairs > 1)
   for (std::int64_t pair = 0; pair < pairs; ++pair) {
     const std::int64_t lb = pair / heads, hk = pair % heads, b = first_batch + lb;
-    float* k_dst = k_pair(b, hk);
-    float* v_dst = v_pair(b, hk);
+    Dst* k_dst = k_pair<Dst>(b, hk);
+    Dst* v_dst = v_pair<Dst>(b, hk);
     const std::int64_t start = lengths[static_cast<size_t>(b)];
     for (std::int64_t t = skip; t < n; ++t) {
       const std::int64_t slot = (start + t) % slots;
-      float* kb = k_dst + slot / kKvBlock * kKvBlock * shape.dim + slot % kKvBlock;
-      float* vb = v_dst + slot * dv_pad;
-      const float* ks = k.ptr(lb, hk, t);
-      const float* vs = v.ptr(lb, hk, t);
-      for (std::int64_t d = 0; d < shape.dim; ++d) kb[d * kKvBlock] = ks[d * k.strides[3]];
-      for (std::int64_t d = 0; d < shape.dim_v; ++d) vb[d] = vs[d * v.strides[3]];
+      Dst* kb = k_dst + slot / kKvBlock * kKvBlock * shape.dim + slot % kKvBlock;
+      Dst* vb = v_dst + slot * dv_pad;
+      const Src* ks = k.ptr(lb, hk, t);
+      const Src* vs = v.ptr(lb, hk, t);
+      for (std::int64_t d = 0; d < shape.dim; ++d)
+        kb[d * kKvBlock] = to_stored<Dst>(ks[d * k.strides[3]]);
+      for (std::int64_t d = 0; d < shape.dim_v; ++d) vb[d] = to_stored<Dst>(vs[d * v.strides[3]]);
     }
   }
   for (std::int64_t lb = 0; lb < batches; ++lb) lengths[static_cast<size_t>(first_batch + lb)] += n;
@@ -123,24 +173,33 @@ KvCache::KvCache(const KvCacheShape& shape, KvCacheMode mode) : impl_(std::make_
   m.shape = shape;
   m.mode = mode;
   m.blocks = (shape.capacity + kKvBlock - 1) / kKvBlock;
+  if (shape.dtype != DType::kF32 && shape.dtype != DType::kBF16 && shape.dtype != DType::kF16) {
+    fail("shape.dtype", "DType::kF32, kBF16 or kF16",
+         str(static_cast<std::int64_t>(shape.dtype)) + " (not a DType)");
+  }
+  m.elem_bytes = dtype_size(shape.dtype);
   m.dv_pad =
       (shape.dim_v + detail::kKvColumnAlign - 1) / detail::kKvColumnAlign * detail::kKvColumnAlign;
   std::int64_t pairs = 0, k_total = 0, v_total = 0;
   if (__builtin_mul_overflow(shape.batch, shape.heads_kv, &pairs) ||
-      __builtin_mul_overflow(m.blocks * kKvBlock, shape.dim, &m.k_floats) ||
-      __builtin_mul_overflow(m.blocks * kKvBlock, m.dv_pad, &m.v_floats) ||
-      __builtin_mul_overflow(pairs, m.k_floats, &k_total) ||
-      __builtin_mul_overflow(pairs, m.v_floats, &v_total) || k_total > (std::int64_t{1} << 40) ||
+      __builtin_mul_overflow(m.blocks * kKvBlock, shape.dim, &m.k_elems) ||
+      __builtin_mul_overflow(m.blocks * kKvBlock, m.dv_pad, &m.v_elems) ||
+      __builtin_mul_overflow(pairs, m.k_elems, &k_total) ||
+      __builtin_mul_overflow(pairs, m.v_elems, &v_total) || k_total > (std::int64_t{1} << 40) ||
       v_total > (std::int64_t{1} << 40)) {
-    fail("shape", "a cache of at most 2^40 floats for K and for V",
+    fail("shape", "a cache of at most 2^40 elements for K and for V",
          detail::shape_text(
              {shape.batch, shape.heads_kv, shape.capacity, std::max(shape.dim, shape.dim_v)}));
   }
-  m.k = hwy::AllocateAligned<float>(static_cast<size_t>(k_total));
-  m.v = hwy::AllocateAligned<float>(static_cast<size_t>(v_total));
+  const auto bytes_of = [&](std::int64_t elems) {
+    return static_cast<size_t>(elems) * m.elem_bytes;
+  };
+  m.k = hwy::AllocateAligned<std::uint8_t>(bytes_of(k_total));
+  m.v = hwy::AllocateAligned<std::uint8_t>(bytes_of(v_total));
   if (!m.k || !m.v) {
     throw Error(ErrorKind::kInvalidArgument, "shape", "a cache that fits in memory",
-                str((k_total + v_total) * 4) + " bytes", "lower the capacity or the batch");
+                str(static_cast<std::int64_t>(bytes_of(k_total + v_total))) + " bytes",
+                "lower the capacity or the batch, or store bf16/f16");
   }
   // Zero padding keeps padded lanes finite (0 · NaN would poison the P·V sums).
   m.lengths.assign(static_cast<size_t>(shape.batch), 0);
@@ -151,14 +210,14 @@ KvCache::~KvCache() = default;
 KvCache::KvCache(KvCache&&) noexcept = default;
 KvCache& KvCache::operator=(KvCache&&) noexcept = default;
 
-void KvCache::append(const ConstTensor& k, const ConstTensor& v) {
+void KvCache::append(const AnyConstTensor& k, const AnyConstTensor& v) {
   const Impl& m = *impl_;
   const std::int64_t n = check_tokens(m.shape, m.shape.batch, k, v);
   for (std::int64_t b = 0; b < m.shape.batch; ++b) m.check_room(b, n);
   impl_->pack(k, v, 0, m.shape.batch);
 }
 
-void KvCache::append(std::int64_t batch, const ConstTensor& k, const ConstTensor& v) {
+void KvCache::append(std::int64_t batch, const AnyConstTensor& k, const AnyConstTensor& v) {
   check_batch_index(impl_->shape, batch);
   const std::int64_t n = check_tokens(impl_->shape, 1, k, v);
   impl_->check_room(batch, n);
@@ -188,7 +247,8 @@ void KvCache::clear(std::int64_t batch) {
 const KvCacheShape& KvCache::shape() const { return impl_->shape; }
 KvCacheMode KvCache::mode() const { return impl_->mode; }
 std::int64_t KvCache::bytes() const {
-  return 4 * (impl_->k_floats + impl_->v_floats) * impl_->shape.batch * impl_->shape.heads_kv;
+  return static_cast<std::int64_t>(impl_->elem_bytes) * (impl_->k_elems + impl_->v_elems) *
+         impl_->shape.batch * impl_->shape.heads_kv;
 }
 
 namespace detail {
@@ -198,6 +258,7 @@ detail::PackedKv KvCacheAccess::packed(const KvCache& cache) {
   PackedKv p;
   p.k = m.k.get();
   p.v = m.v.get();
+  p.dtype = m.shape.dtype;
   p.lengths = m.lengths.data();
   p.batch = m.shape.batch;
   p.heads_kv = m.shape.heads_kv;

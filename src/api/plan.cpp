@@ -9,6 +9,7 @@
 
 #include "api/kv_cache_access.hpp"
 #include "api/plan_state.hpp"
+#include "runtime/staging.hpp"
 #include "runtime/validate.hpp"
 #include "seqattn/error.hpp"
 
@@ -111,10 +112,36 @@ std::size_t AttentionPlan::workspace_bytes() const { return state_->cache_worksp
 const AttentionShape& AttentionPlan::shape() const { return state_->shape; }
 Variant AttentionPlan::variant() const { return state_->id; }
 
-RunRecord AttentionPlan::run(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
-                             const Tensor& out, const RunOutputs& outputs) const {
-  const Clock::time_point start = Clock::now();
-  const detail::PlanState& st = *state_;
+namespace {
+
+bool all_f32(std::initializer_list<DType> types) {
+  return std::all_of(types.begin(), types.end(), [](DType t) { return t == DType::kF32; });
+}
+
+// The cache path's workspace: the caller's (checked) or an allocation.
+float* cache_workspace(const detail::PlanState& st, std::span<std::byte> workspace,
+                       hwy::AlignedFreeUniquePtr<float[]>& owned) {
+  float* ws = reinterpret_cast<float*>(workspace.data());
+  if (workspace.empty()) {
+    owned = hwy::AllocateAligned<float>(st.cache_workspace_bytes / 4);
+    return owned.get();
+  }
+  if (workspace.size() < st.cache_workspace_bytes) {
+    fail("workspace.size()",
+         ">= workspace_bytes() = " + str(static_cast<std::int64_t>(st.cache_workspace_bytes)),
+         str(static_cast<std::int64_t>(workspace.size())));
+  }
+  if (reinterpret_cast<std::uintptr_t>(ws) % 64 != 0) {
+    fail("workspace.data()", "a 64-byte aligned address",
+         "an address misaligned by " +
+             str(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(ws) % 64)));
+  }
+  return ws;
+}
+
+RunRecord run_f32(const detail::PlanState& st, const ConstTensor& q, const ConstTensor& k,
+                  const ConstTensor& v, const Tensor& out, const RunOutputs& outputs,
+                  Clock::time_point start) {
   const detail::Problem p = detail::bind_problem(st.planned, q, k, v, out, outputs);
   // The variant's limits on per-call outputs (weights, lse) are known only now.
   if (p.weights || p.lse) st.impl->check(p, st.spec);
@@ -122,38 +149,58 @@ RunRecord AttentionPlan::run(const ConstTensor& q, const ConstTensor& k, const C
   return record_of(st, st.cost, p.threads, start);
 }
 
-RunRecord AttentionPlan::run(const ConstTensor& q, const KvCache& cache, const Tensor& out,
+}  // namespace
+
+RunRecord AttentionPlan::run(const AnyConstTensor& q, const AnyConstTensor& k,
+                             const AnyConstTensor& v, const AnyTensor& out,
+                             const RunOutputs& outputs) const {
+  const Clock::time_point start = Clock::now();
+  const detail::PlanState& st = *state_;
+  if (all_f32({q.dtype, k.dtype, v.dtype, out.dtype})) {
+    return run_f32(st, q.as<float>(), k.as<float>(), v.as<float>(), out.as<float>(), outputs,
+                   start);
+  }
+  detail::F32Staging staging;
+  const ConstTensor q32 = staging.input("q", q, st.planned.q.shape);
+  const ConstTensor k32 = staging.input("k", k, st.planned.k.shape);
+  const ConstTensor v32 = staging.input("v", v, st.planned.v.shape);
+  const Tensor out32 = staging.output(out, st.planned.out.shape, outputs);
+  const RunRecord record = run_f32(st, q32, k32, v32, out32, outputs, start);
+  staging.finish();
+  return record;
+}
+
+RunRecord AttentionPlan::run(const AnyConstTensor& q, const KvCache& cache, const AnyTensor& out,
                              const RunOutputs& outputs, std::span<std::byte> workspace) const {
   const Clock::time_point start = Clock::now();
   const detail::PlanState& st = *state_;
   detail::check_cache_run(st, cache, outputs);
-  const detail::ByteRange q_range = detail::bind_view("q", q, st.planned.q.shape);
-  detail::Problem p = st.planned;
-  p.q = q;
-  p = detail::bind_outputs(p, out, outputs, {{"q", q_range}});
-
-  hwy::AlignedFreeUniquePtr<float[]> owned;
-  float* ws = reinterpret_cast<float*>(workspace.data());
-  if (workspace.empty()) {
-    owned = hwy::AllocateAligned<float>(st.cache_workspace_bytes / 4);
-    ws = owned.get();
-  } else if (workspace.size() < st.cache_workspace_bytes) {
-    fail("workspace.size()",
-         ">= workspace_bytes() = " + str(static_cast<std::int64_t>(st.cache_workspace_bytes)),
-         str(static_cast<std::int64_t>(workspace.size())));
-  } else if (reinterpret_cast<std::uintptr_t>(ws) % 64 != 0) {
-    fail("workspace.data()", "a 64-byte aligned address",
-         "an address misaligned by " +
-             str(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(ws) % 64)));
+  detail::F32Staging staging;
+  const bool f32 = all_f32({q.dtype, out.dtype});
+  ConstTensor q32 = q.as<float>();
+  Tensor out32 = out.as<float>();
+  detail::ByteRange q_range;
+  if (f32) {
+    q_range = detail::bind_view("q", q32, st.planned.q.shape);
+  } else {
+    q32 = staging.input("q", q, st.planned.q.shape);
+    out32 = staging.output(out, st.planned.out.shape, outputs);
+    q_range = detail::bind_view("q", q32, st.planned.q.shape);
   }
+  detail::Problem p = st.planned;
+  p.q = q32;
+  p = detail::bind_outputs(p, out32, outputs, {{"q", q_range}});
+  hwy::AlignedFreeUniquePtr<float[]> owned;
+  float* ws = cache_workspace(st, workspace, owned);
   const detail::CacheProblem cp =
       detail::cache_problem(st, p, detail::KvCacheAccess::packed(cache));
   detail::cache_attention(cp, ws);
+  staging.finish();
   return record_of(st, detail::cache_cost(cp), detail::cache_team(cp), start);
 }
 
-RunRecord attend(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
-                 const Tensor& out, const AttentionOptions& options) {
+RunRecord attend(const AnyConstTensor& q, const AnyConstTensor& k, const AnyConstTensor& v,
+                 const AnyTensor& out, const AttentionOptions& options) {
   const Clock::time_point start = Clock::now();
   const AttentionShape shape = detail::shape_of(q, k, v, out);
   RunRecord record = make_plan(shape, detail::without_outputs(options))
@@ -162,10 +209,10 @@ RunRecord attend(const ConstTensor& q, const ConstTensor& k, const ConstTensor& 
   return record;
 }
 
-RunRecord attend(const ConstTensor& q, const KvCache& cache, const Tensor& out,
+RunRecord attend(const AnyConstTensor& q, const KvCache& cache, const AnyTensor& out,
                  const AttentionOptions& options) {
   const Clock::time_point start = Clock::now();
-  detail::check_view("q", q.data, q.shape, q.strides, sizeof(float));
+  detail::check_view("q", q.data, q.shape, q.strides, dtype_size(q.dtype));
   const AttentionShape shape = cache_shape(cache.shape(), q.shape[1], q.shape[2]);
   RunRecord record = make_plan(shape, detail::without_outputs(options))
                          .run(q, cache, out, RunOutputs{options.lse, options.weights});

@@ -56,7 +56,7 @@ SampledReference dense_on_rows(const Workload& w, std::int64_t max_rows, int thr
   SampledReference ref;
   ref.step = std::max<std::int64_t>(1, (s.seq + max_rows - 1) / max_rows);
   ref.rows = (s.seq + ref.step - 1) / ref.step;
-  ConstTensor q = w.q_view();
+  AnyConstTensor q = w.q_view();
   q.shape[2] = ref.rows;
   q.strides[2] *= ref.step;  // a strided view: the sampled rows, no copy
   ref.out.assign(static_cast<std::size_t>(s.batch * s.heads * ref.rows * s.dim_v), 0.0f);

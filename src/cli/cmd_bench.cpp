@@ -18,7 +18,9 @@ struct BenchFlags {
   CLI::Option* dim_v_opt = nullptr;
   CLI::Option* kv_heads_opt = nullptr;
   CLI::Option* seq_q_opt = nullptr;
-  std::int64_t seq_q = 0;  // with --seq-q: new queries over a KvCache of S_k = --seq tokens
+  std::int64_t seq_q = 0;     // with --seq-q: new queries over a KvCache of S_k = --seq tokens
+  std::string dtype = "f32";  // q and out (and k/v unless --kv-dtype)
+  std::string kv_dtype;       // k/v, or the KvCache's dtype with --seq-q; default --dtype
   bool causal = false;
   int threads = 0;
   int repeat = 5;
@@ -33,9 +35,10 @@ void check_positive(std::int64_t value, const char* argument) {
   if (value < 1) throw Error(ErrorKind::kInvalidArgument, argument, ">= 1", std::to_string(value));
 }
 
-// K + V bytes of the cache a decode step reads.
+// K + V bytes of the cache a decode step reads, in the cache's dtype.
 double kv_bytes(const Shape& s) {
-  return 4.0 * static_cast<double>(s.batch * s.kv_heads * s.seq * (s.dim + s.dim_v));
+  return static_cast<double>(dtype_size(s.kv_dtype)) *
+         static_cast<double>(s.batch * s.kv_heads * s.seq * (s.dim + s.dim_v));
 }
 
 nlohmann::json point_json(const BenchFlags& f, const Shape& s, const Timing& t) {
@@ -57,6 +60,8 @@ nlohmann::json point_json(const BenchFlags& f, const Shape& s, const Timing& t) 
   }
   j["dim"] = s.dim;
   j["dim_v"] = s.dim_v;
+  j["dtype"] = std::string(to_string(s.dtype));
+  j["kv_dtype"] = std::string(to_string(s.kv_dtype));
   j["causal"] = f.causal;
   j["repeat"] = f.repeat;
   j["warmup"] = f.warmup;
@@ -81,6 +86,10 @@ void bench(BenchFlags f) {
   if (f.dim_v_opt->count() == 0) f.shape.dim_v = f.shape.dim;
   if (f.kv_heads_opt->count() == 0) f.shape.kv_heads = f.shape.heads;
   if (f.seq_q_opt->count() > 0) check_positive(f.seq_q, "--seq-q");
+  f.shape.dtype = parse_dtype(f.dtype, "--dtype");
+  f.shape.kv_dtype = f.kv_dtype.empty() ? f.shape.dtype : parse_dtype(f.kv_dtype, "--kv-dtype");
+  const std::string dtypes = std::string(to_string(f.shape.dtype)) + "/" +
+                             std::string(to_string(f.shape.kv_dtype)) + " (q,out/k,v)";
   AttentionOptions options;
   options.variant = make_spec(f.variant);
   options.mask.causal = f.causal;
@@ -95,9 +104,10 @@ void bench(BenchFlags f) {
     }
     if (f.seq_q_opt->count() > 0) {
       std::printf(
-          "%s over a KV cache  B=%lld H=%lld H_kv=%lld S_q=%lld S_k=%lld D=%lld: median %.3f ms, "
-          "K+V %.2f GB/s, %.2f GFLOP/s (%d threads, %s)\n",
-          std::string(to_string(t.record.variant)).c_str(), static_cast<long long>(f.shape.batch),
+          "%s over a %s KV cache  B=%lld H=%lld H_kv=%lld S_q=%lld S_k=%lld D=%lld: median %.3f "
+          "ms, K+V %.2f GB/s, %.2f GFLOP/s (%d threads, %s)\n",
+          std::string(to_string(t.record.variant)).c_str(),
+          std::string(to_string(f.shape.kv_dtype)).c_str(), static_cast<long long>(f.shape.batch),
           static_cast<long long>(f.shape.heads), static_cast<long long>(f.shape.kv_heads),
           static_cast<long long>(f.seq_q), static_cast<long long>(f.shape.seq),
           static_cast<long long>(f.shape.dim), t.median_seconds * 1e3,
@@ -105,18 +115,19 @@ void bench(BenchFlags f) {
           t.record.simd_target.c_str());
       return;
     }
-    std::printf("%s  B=%lld H=%lld S=%lld D=%lld: median %.3f ms, %.2f GFLOP/s (%d threads, %s)\n",
-                std::string(to_string(t.record.variant)).c_str(),
-                static_cast<long long>(f.shape.batch), static_cast<long long>(f.shape.heads),
-                static_cast<long long>(f.shape.seq), static_cast<long long>(f.shape.dim),
-                t.median_seconds * 1e3, t.gflops(), t.record.threads, t.record.simd_target.c_str());
+    std::printf(
+        "%s %s  B=%lld H=%lld S=%lld D=%lld: median %.3f ms, %.2f GFLOP/s (%d threads, %s)\n",
+        std::string(to_string(t.record.variant)).c_str(), dtypes.c_str(),
+        static_cast<long long>(f.shape.batch), static_cast<long long>(f.shape.heads),
+        static_cast<long long>(f.shape.seq), static_cast<long long>(f.shape.dim),
+        t.median_seconds * 1e3, t.gflops(), t.record.threads, t.record.simd_target.c_str());
     return;
   }
 
   nlohmann::json rows = nlohmann::json::array();
   if (!f.json) {
-    std::printf("seqattn bench sweep: %s, B=%lld H=%lld D=%lld%s, median of %d\n",
-                f.variant.variant.c_str(), static_cast<long long>(f.shape.batch),
+    std::printf("seqattn bench sweep: %s %s, B=%lld H=%lld D=%lld%s, median of %d\n",
+                f.variant.variant.c_str(), dtypes.c_str(), static_cast<long long>(f.shape.batch),
                 static_cast<long long>(f.shape.heads), static_cast<long long>(f.shape.dim),
                 f.causal ? ", causal" : "", f.repeat);
     std::printf("%8s  %-15s %12s %10s %8s\n", "S", "variant", "median ms", "GFLOP/s", "threads");
@@ -156,6 +167,10 @@ void add_bench_command(CLI::App& app) {
       "new queries over a KV cache of --seq tokens (decode: 1), through a plan and a KvCache");
   cmd->add_option("--dim", flags->shape.dim, "head dimension D")->capture_default_str();
   flags->dim_v_opt = cmd->add_option("--dim-v", flags->shape.dim_v, "value dimension (default D)");
+  cmd->add_option("--dtype", flags->dtype, "element type of q and out (and k, v): f32, bf16, f16")
+      ->capture_default_str();
+  cmd->add_option("--kv-dtype", flags->kv_dtype,
+                  "element type of k and v, or of the KV cache with --seq-q (default --dtype)");
   cmd->add_flag("--causal", flags->causal, "causal mask");
   cmd->add_option("--threads", flags->threads, "threads (0 = all cores)")->capture_default_str();
   cmd->add_option("--repeat", flags->repeat, "timed runs (median reported)")->capture_default_str();

@@ -35,6 +35,7 @@ struct ReportFlags {
   bool no_plot = false;
   std::string decode_seqs;
   bool no_decode = false;
+  bool no_half = false;
 };
 
 // What is known about one (variant, threads) series while the sweep runs: enough to predict
@@ -236,39 +237,52 @@ std::vector<std::int64_t> lengths(const ReportFlags& f) {
   return seqs;
 }
 
-// Decode: one new query (S_q = 1) per call against a KvCache of S_k tokens, at 1 and 2 threads,
-// then the read bandwidth of a cache-resident and a DRAM-sized array as the limit to compare.
+// (S_k, K/V dtype, threads) of the decode sweep, in that nesting order.
+std::vector<std::tuple<std::int64_t, DType, int>> decode_grid(
+    const std::vector<std::int64_t>& seqs) {
+  std::vector<std::tuple<std::int64_t, DType, int>> grid;
+  for (const std::int64_t seq_k : seqs)
+    for (const DType t : {DType::kF32, DType::kBF16, DType::kF16})
+      for (const int threads : {1, 2}) grid.emplace_back(seq_k, t, threads);
+  return grid;
+}
+
+// Decode: one new query (S_q = 1) per call against a KvCache of S_k tokens stored in f32, bf16
+// and f16, at 1 and 2 threads, then the read bandwidth of a cache-resident and a DRAM-sized
+// array as the limit to compare.
 DecodeReport run_decode(const ReportConfig& c) {
   const auto start = std::chrono::steady_clock::now();
   DecodeReport d;
   d.shape = Shape{1, 32, 8, 0, 128, 128};
   AttentionOptions options;
   options.mask.causal = true;
-  for (const std::int64_t seq_k : c.decode_seqs) {
+  for (const auto& [seq_k, kv_dtype, threads] : decode_grid(c.decode_seqs)) {
     Shape s = d.shape;
     s.seq = seq_k;
-    const double kv_bytes = 4.0 * static_cast<double>(s.batch * s.kv_heads * seq_k) *
+    s.kv_dtype = kv_dtype;
+    const double kv_bytes = static_cast<double>(dtype_size(kv_dtype)) *
+                            static_cast<double>(s.batch * s.kv_heads * seq_k) *
                             static_cast<double>(s.dim + s.dim_v);
     // Cheap steps get many runs (the cache fill dominates their cost); large caches a few.
     const int repeat = kv_bytes <= 64.0 * 1048576 ? 51 : kv_bytes <= 512.0 * 1048576 ? 11 : 5;
-    for (const int threads : {1, 2}) {
-      options.threads = threads;
-      const Timing t = time_decode(s, 1, options, 2, repeat);
-      DecodePoint p;
-      p.seq_k = seq_k;
-      p.threads = threads;
-      p.median_seconds = t.median_seconds;
-      p.min_seconds = *std::min_element(t.seconds.begin(), t.seconds.end());
-      p.runs = static_cast<int>(t.seconds.size());
-      p.kv_bytes = kv_bytes;
-      p.simd_target = t.record.simd_target;
-      d.points.push_back(p);
-      char line[200];
-      std::snprintf(line, sizeof line,
-                    "report decode S_k=%-7lld %d thr  %.3f ms/token  %.1f GB/s K+V",
-                    static_cast<long long>(seq_k), threads, p.median_seconds * 1e3, p.kv_gbps());
-      std::cerr << line << "\n";
-    }
+    options.threads = threads;
+    const Timing t = time_decode(s, 1, options, 2, repeat);
+    DecodePoint p;
+    p.seq_k = seq_k;
+    p.threads = threads;
+    p.kv_dtype = kv_dtype;
+    p.median_seconds = t.median_seconds;
+    p.min_seconds = *std::min_element(t.seconds.begin(), t.seconds.end());
+    p.runs = static_cast<int>(t.seconds.size());
+    p.kv_bytes = kv_bytes;
+    p.simd_target = t.record.simd_target;
+    d.points.push_back(p);
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "report decode S_k=%-7lld %-4s %d thr  %.3f ms/token  %.1f GB/s K+V",
+                  static_cast<long long>(seq_k), std::string(to_string(kv_dtype)).c_str(), threads,
+                  p.median_seconds * 1e3, p.kv_gbps());
+    std::cerr << line << "\n";
   }
   for (const auto& [kind, mib, repeat] :
        {std::tuple{"cache", std::size_t{32}, 21}, std::tuple{"dram", std::size_t{512}, 5}}) {
@@ -286,6 +300,58 @@ DecodeReport run_decode(const ReportConfig& c) {
   return d;
 }
 
+// Dense with q, k, v and out in f32, bf16 and f16 at a few lengths and every thread count;
+// each half output is compared with the f32 output of the same (unrounded) random inputs.
+HalfReport run_half(const ReportConfig& c) {
+  const auto start = std::chrono::steady_clock::now();
+  HalfReport r;
+  r.shape = c.shape;
+  AttentionOptions options;
+  options.variant = DenseSpec{};
+  for (const std::int64_t seq : c.half_seqs) {
+    for (const int threads : c.threads_list) {
+      options.threads = threads;
+      std::vector<float> f32_out;
+      for (const DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+        Shape s = c.shape;
+        s.seq = seq;
+        s.dtype = s.kv_dtype = dtype;
+        Workload w(s);
+        const Timing warm = time_attend(w, options, 0, 1);
+        const Timing t = time_attend(w, options, 0, timed_runs(warm.median_seconds, 5));
+        HalfPoint p{seq,
+                    dtype,
+                    threads,
+                    t.median_seconds,
+                    static_cast<int>(t.seconds.size()),
+                    t.record.flops,
+                    0,
+                    t.record.simd_target};
+        if (dtype == DType::kF32) {
+          f32_out = w.out;
+        } else {
+          std::vector<float> widened;
+          widened.reserve(w.out16.size());
+          for (const std::uint16_t b : w.out16) {
+            widened.push_back(dtype == DType::kBF16 ? static_cast<float>(bfloat16::from_bits(b))
+                                                    : static_cast<float>(float16::from_bits(b)));
+          }
+          p.error_vs_f32 = relative_error(widened, f32_out);
+        }
+        r.points.push_back(p);
+        char line[200];
+        std::snprintf(line, sizeof line, "report dense %-4s S=%-6lld %d thr  %s  %.1f GFLOP/s",
+                      std::string(to_string(dtype)).c_str(), static_cast<long long>(seq), threads,
+                      format_seconds(p.median_seconds).c_str(), p.gflops());
+        std::cerr << line << "\n";
+      }
+    }
+  }
+  r.elapsed_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
 ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>& specs);
 
 void report(const ReportFlags& f) {
@@ -298,7 +364,8 @@ void report(const ReportFlags& f) {
   const std::vector<ReportPoint> points = sweep.run();
   const double elapsed = sweep.elapsed();
   const DecodeReport decode = config.decode_seqs.empty() ? DecodeReport{} : run_decode(config);
-  std::cout << write_report(config, points, elapsed, decode);
+  const HalfReport half = config.half_seqs.empty() ? HalfReport{} : run_half(config);
+  std::cout << write_report(config, points, elapsed, decode, half);
 }
 
 ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>& specs) {
@@ -335,6 +402,7 @@ ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>&
       if (f.full) c.decode_seqs.push_back(131072);
     }
   }
+  if (!f.no_half) c.half_seqs = {1024, 4096};
   const std::vector<std::string> wanted = [&] {
     std::vector<std::string> names;
     std::size_t start = 0;
@@ -394,6 +462,7 @@ void add_report_command(CLI::App& app) {
                   "KV-cache lengths of the decode sweep (default 512,4096,32768; --full adds "
                   "131072)");
   cmd->add_flag("--no-decode", flags->no_decode, "skip the decode sweep and bandwidth runs");
+  cmd->add_flag("--no-half", flags->no_half, "skip the dense f32/bf16/f16 rows");
   cmd->callback([flags] { report(*flags); });
 }
 

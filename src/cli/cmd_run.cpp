@@ -22,54 +22,88 @@ struct RunFlags {
   CLI::Option* scale_opt = nullptr;
   int threads = 0;
   std::string layout = "bhsd";
+  std::string dtype;  // of out; empty: q's. "bf16" also reads '<u2' inputs as bfloat16 bits
   bool json = false;
   VariantFlags variant;
 };
 
-// An input file and its [B, H, S, D] view: rank 4 in the chosen layout, or rank 2 [S, D].
+// A [B, H, S, D] view of any dtype over `data`: rank 4 in the chosen layout, or rank 2 [S, D].
+template <class Elem>
+TensorView<Elem> view_of(Elem* data, const std::vector<std::int64_t>& s, bool bshd_layout) {
+  if (s.size() == 2) return matrix(data, s[0], s[1]);
+  return bshd_layout ? bshd(data, s[0], s[1], s[2], s[3]) : bhsd(data, s[0], s[1], s[2], s[3]);
+}
+
+// An input file and its [B, H, S, D] view.
 struct Input {
   npy::Array array;
-  ConstTensor view;
+  AnyConstTensor view;
 };
 
-Input load_input(const std::string& path, const std::string& argument, bool bshd_layout) {
-  Input in{npy::load(path, argument), {}};
+Input load_input(const std::string& path, const std::string& argument, bool bshd_layout,
+                 bool u2_is_bf16) {
+  Input in{npy::load(path, argument, u2_is_bf16), {}};
   const std::vector<std::int64_t>& s = in.array.shape;
-  const float* data = in.array.data.data();
-  if (in.array.rank() == 2) {
-    in.view = matrix(data, s[0], s[1]);
-  } else if (in.array.rank() == 4) {
-    in.view = bshd_layout ? bshd(data, s[0], s[1], s[2], s[3]) : bhsd(data, s[0], s[1], s[2], s[3]);
-  } else {
+  if (in.array.rank() != 2 && in.array.rank() != 4) {
     throw Error(ErrorKind::kInvalidArgument, argument,
                 bshd_layout ? "rank 4 [B, S, H, D] or rank 2 [S, D]"
                             : "rank 4 [B, H, S, D] or rank 2 [S, D]",
                 "rank " + std::to_string(in.array.rank()) + " shape " + npy::shape_text(s) +
                     " in '" + path + "'");
   }
+  switch (in.array.dtype) {
+    case DType::kF32:
+      in.view = view_of(in.array.data.data(), s, bshd_layout);
+      break;
+    case DType::kBF16:
+      in.view = view_of(reinterpret_cast<const bfloat16*>(in.array.bits.data()), s, bshd_layout);
+      break;
+    case DType::kF16:
+      in.view = view_of(reinterpret_cast<const float16*>(in.array.bits.data()), s, bshd_layout);
+      break;
+  }
   return in;
 }
 
-// An output buffer with the file shape it is saved under and its [B, H, S, D] view.
+// An output buffer of any dtype with the file shape it is saved under and its view.
 struct Output {
-  std::vector<float> data;
+  DType dtype = DType::kF32;
+  std::vector<float> data;          // f32
+  std::vector<std::uint16_t> bits;  // bf16 / f16
   std::vector<std::int64_t> file_shape;
-  Tensor view;
+  AnyTensor view;
+
+  const void* raw() const {
+    return dtype == DType::kF32 ? static_cast<const void*>(data.data()) : bits.data();
+  }
+  Tensor f32_view() const { return view.as<float>(); }
 };
 
 Output make_output(std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d, bool as_matrix,
-                   bool bshd_layout) {
+                   bool bshd_layout, DType dtype = DType::kF32) {
   Output o;
-  o.data.assign(static_cast<std::size_t>(b * h * s * d), 0.0f);
+  o.dtype = dtype;
   if (as_matrix) {
     o.file_shape = {s, d};
-    o.view = matrix(o.data.data(), s, d);
   } else if (bshd_layout) {
     o.file_shape = {b, s, h, d};
-    o.view = bshd(o.data.data(), b, s, h, d);
   } else {
     o.file_shape = {b, h, s, d};
-    o.view = bhsd(o.data.data(), b, h, s, d);
+  }
+  const std::size_t count = static_cast<std::size_t>(b * h * s * d);
+  switch (dtype) {
+    case DType::kF32:
+      o.data.assign(count, 0.0f);
+      o.view = view_of(o.data.data(), o.file_shape, bshd_layout);
+      break;
+    case DType::kBF16:
+      o.bits.assign(count, 0);
+      o.view = view_of(reinterpret_cast<bfloat16*>(o.bits.data()), o.file_shape, bshd_layout);
+      break;
+    case DType::kF16:
+      o.bits.assign(count, 0);
+      o.view = view_of(reinterpret_cast<float16*>(o.bits.data()), o.file_shape, bshd_layout);
+      break;
   }
   return o;
 }
@@ -87,30 +121,33 @@ void run(const RunFlags& f) {
   if (f.scale_opt->count() > 0) options.scale = f.scale;
   options.threads = f.threads;
 
-  const Input q = load_input(f.q, "--q", bshd_layout);
-  const Input k = load_input(f.k, "--k", bshd_layout);
-  const Input v = load_input(f.v, "--v", bshd_layout);
-  const std::int64_t batch = q.view.batch(), heads = q.view.heads(), seq_q = q.view.seq();
-  const std::int64_t seq_k = k.view.seq();
+  const bool bf16 = f.dtype == "bf16";
+  if (!f.dtype.empty()) parse_dtype(f.dtype, "--dtype");
+  const Input q = load_input(f.q, "--q", bshd_layout, bf16);
+  const Input k = load_input(f.k, "--k", bshd_layout, bf16);
+  const Input v = load_input(f.v, "--v", bshd_layout, bf16);
+  const std::int64_t batch = q.view.shape[0], heads = q.view.shape[1], seq_q = q.view.shape[2];
+  const std::int64_t seq_k = k.view.shape[2];
   const bool as_matrix = q.array.rank() == 2;
+  const DType out_dtype = f.dtype.empty() ? q.array.dtype : parse_dtype(f.dtype, "--dtype");
 
-  Output out = make_output(batch, heads, seq_q, v.view.dim(), as_matrix, bshd_layout);
+  Output out = make_output(batch, heads, seq_q, v.view.shape[3], as_matrix, bshd_layout, out_dtype);
   std::optional<Output> weights, lse;
   if (!f.weights.empty()) {
     weights = make_output(batch, heads, seq_q, seq_k, as_matrix, false);
-    options.weights = weights->view;
+    options.weights = weights->f32_view();
   }
   if (!f.lse.empty()) {
     lse = make_output(batch, heads, seq_q, 1, false, false);
     lse->file_shape = as_matrix ? std::vector<std::int64_t>{seq_q}
                                 : std::vector<std::int64_t>{batch, heads, seq_q};
-    options.lse = lse->view;
+    options.lse = lse->f32_view();
   }
 
   const RunRecord record = attend(q.view, k.view, v.view, out.view, options);
 
   npy::StagedOutputs staged;
-  staged.stage_npy(f.out, out.file_shape, out.data.data(), "--out");
+  staged.stage_npy(f.out, out.file_shape, out.dtype, out.raw(), "--out");
   if (weights) staged.stage_npy(f.weights, weights->file_shape, weights->data.data(), "--weights");
   if (lse) staged.stage_npy(f.lse, lse->file_shape, lse->data.data(), "--lse");
   staged.commit();
@@ -129,7 +166,8 @@ void run(const RunFlags& f) {
 
 void add_run_command(CLI::App& app) {
   auto flags = std::make_shared<RunFlags>();
-  CLI::App* cmd = app.add_subcommand("run", "attention over q/k/v .npy files (float32)");
+  CLI::App* cmd =
+      app.add_subcommand("run", "attention over q/k/v .npy files (float32, float16, bfloat16)");
   cmd->add_option("--q", flags->q, "queries .npy [B,H,S_q,D] or [S_q,D]")->required();
   cmd->add_option("--k", flags->k, "keys .npy [B,H_kv,S_k,D] or [S_k,D]")->required();
   cmd->add_option("--v", flags->v, "values .npy [B,H_kv,S_k,D_v] or [S_k,D_v]")->required();
@@ -142,6 +180,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--threads", flags->threads, "threads (0 = all cores)")->capture_default_str();
   cmd->add_option("--layout", flags->layout, "rank-4 file layout: bhsd or bshd")
       ->capture_default_str();
+  cmd->add_option("--dtype", flags->dtype,
+                  "dtype of --out: f32, bf16 or f16 (default q's); bf16 also reads '<u2' inputs "
+                  "as raw bfloat16 bits and writes --out as '<u2'");
   cmd->add_flag("--json", flags->json, "print the run record as JSON on stdout");
   add_variant_flags(*cmd, flags->variant);
   cmd->callback([flags] { run(*flags); });

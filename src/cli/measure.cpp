@@ -5,6 +5,7 @@
 #include <fstream>
 #include <random>
 #include <thread>
+#include <type_traits>
 
 namespace seqattn::cli {
 namespace {
@@ -28,6 +29,28 @@ std::optional<std::int64_t> status_bytes(const std::string& field) {
   return std::nullopt;
 }
 
+// The bits of x rounded to a 16-bit dtype.
+std::vector<std::uint16_t> half_bits(const std::vector<float>& x, DType dtype) {
+  std::vector<std::uint16_t> bits;
+  if (dtype == DType::kF32) return bits;
+  bits.reserve(x.size());
+  for (const float e : x)
+    bits.push_back(dtype == DType::kBF16 ? bfloat16(e).bits : float16(e).bits);
+  return bits;
+}
+
+// A contiguous [b, h, s, d] view of f32 or 16-bit storage, typed by dtype.
+template <class F32, class Bits>
+auto typed_view(DType dtype, F32* f32, Bits* bits, std::int64_t b, std::int64_t h, std::int64_t s,
+                std::int64_t d) {
+  using Any = std::conditional_t<std::is_const_v<F32>, AnyConstTensor, AnyTensor>;
+  using B16 = std::conditional_t<std::is_const_v<F32>, const bfloat16, bfloat16>;
+  using F16 = std::conditional_t<std::is_const_v<F32>, const float16, float16>;
+  if (dtype == DType::kBF16) return Any(bhsd(reinterpret_cast<B16*>(bits), b, h, s, d));
+  if (dtype == DType::kF16) return Any(bhsd(reinterpret_cast<F16*>(bits), b, h, s, d));
+  return Any(bhsd(f32, b, h, s, d));
+}
+
 }  // namespace
 
 Workload::Workload(const Shape& s, std::uint64_t seed) : shape(s) {
@@ -36,37 +59,53 @@ Workload::Workload(const Shape& s, std::uint64_t seed) : shape(s) {
   k = uniform_values(kv_rows * s.dim, seed + 1);
   v = uniform_values(kv_rows * s.dim_v, seed + 2);
   out.assign(static_cast<std::size_t>(s.batch * s.heads * s.seq * s.dim_v), 0.0f);
+  q16 = half_bits(q, s.dtype);
+  out16 = half_bits(out, s.dtype);
+  k16 = half_bits(k, s.kv_dtype);
+  v16 = half_bits(v, s.kv_dtype);
 }
 
-ConstTensor Workload::q_view() const {
-  return bhsd(q.data(), shape.batch, shape.heads, shape.seq, shape.dim);
+AnyConstTensor Workload::q_view() const {
+  return typed_view(shape.dtype, q.data(), q16.data(), shape.batch, shape.heads, shape.seq,
+                    shape.dim);
 }
-ConstTensor Workload::k_view() const {
-  return bhsd(k.data(), shape.batch, shape.kv_heads, shape.seq, shape.dim);
+AnyConstTensor Workload::k_view() const {
+  return typed_view(shape.kv_dtype, k.data(), k16.data(), shape.batch, shape.kv_heads, shape.seq,
+                    shape.dim);
 }
-ConstTensor Workload::v_view() const {
-  return bhsd(v.data(), shape.batch, shape.kv_heads, shape.seq, shape.dim_v);
+AnyConstTensor Workload::v_view() const {
+  return typed_view(shape.kv_dtype, v.data(), v16.data(), shape.batch, shape.kv_heads, shape.seq,
+                    shape.dim_v);
 }
-Tensor Workload::out_view() {
-  return bhsd(out.data(), shape.batch, shape.heads, shape.seq, shape.dim_v);
+AnyTensor Workload::out_view() {
+  return typed_view(shape.dtype, out.data(), out16.data(), shape.batch, shape.heads, shape.seq,
+                    shape.dim_v);
 }
 
 Timing time_decode(const Shape& s, std::int64_t seq_q, const AttentionOptions& options, int warmup,
                    int repeat) {
-  KvCache cache({s.batch, s.kv_heads, s.seq, s.dim, s.dim_v});
+  KvCache cache({s.batch, s.kv_heads, s.seq, s.dim, s.dim_v, s.kv_dtype});
   {
+    // f32 tokens, rounded to the cache's dtype as they are appended.
     const Workload keys(Shape{s.batch, s.kv_heads, s.kv_heads, s.seq, s.dim, s.dim_v});
     cache.append(keys.k_view(), keys.v_view());
   }
-  const std::vector<float> q = uniform_values(s.batch * s.heads * seq_q * s.dim, 7);
+  Shape queries = s;
+  queries.seq = seq_q;
+  queries.kv_heads = s.heads;
+  queries.dim_v = s.dim;  // q_view and out_view below; k/v are unused
+  queries.kv_dtype = DType::kF32;
+  Workload w(queries, 7);
+  const AnyConstTensor qv = w.q_view();
   std::vector<float> out(static_cast<std::size_t>(s.batch * s.heads * seq_q * s.dim_v));
+  std::vector<std::uint16_t> out16(s.dtype == DType::kF32 ? 0 : out.size());
+  const AnyTensor ov =
+      typed_view(s.dtype, out.data(), out16.data(), s.batch, s.heads, seq_q, s.dim_v);
   const AttentionPlan plan = make_plan(cache_shape(cache.shape(), s.heads, seq_q), options);
   std::vector<std::byte> workspace(plan.workspace_bytes() + 64);
   const std::span<std::byte> ws(
       workspace.data() + (64 - reinterpret_cast<std::uintptr_t>(workspace.data()) % 64) % 64,
       plan.workspace_bytes());
-  const ConstTensor qv = bhsd(q.data(), s.batch, s.heads, seq_q, s.dim);
-  const Tensor ov = bhsd(out.data(), s.batch, s.heads, seq_q, s.dim_v);
   Timing timing;
   for (int i = 0; i < warmup; ++i) timing.record = plan.run(qv, cache, ov, {}, ws);
   for (int i = 0; i < repeat; ++i) {

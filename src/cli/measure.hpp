@@ -18,18 +18,22 @@ struct Shape {
   std::int64_t seq = 1024;
   std::int64_t dim = 64;
   std::int64_t dim_v = 64;
+  DType dtype = DType::kF32;     // q and out
+  DType kv_dtype = DType::kF32;  // k and v (the KvCache's dtype in time_decode)
 };
 
-// Contiguous BHSD q, k, v with uniform values in [-1, 1), and a zeroed output.
+// Contiguous BHSD q, k, v with uniform values in [-1, 1), and a zeroed output, in the shape's
+// dtypes (half tensors hold the rounded values; the f32 vectors always hold the originals).
 struct Workload {
   Shape shape;
   std::vector<float> q, k, v, out;
+  std::vector<std::uint16_t> q16, k16, v16, out16;  // the bf16/f16 tensors, when asked
 
   explicit Workload(const Shape& s, std::uint64_t seed = 1);
-  ConstTensor q_view() const;
-  ConstTensor k_view() const;
-  ConstTensor v_view() const;
-  Tensor out_view();
+  AnyConstTensor q_view() const;
+  AnyConstTensor k_view() const;
+  AnyConstTensor v_view() const;
+  AnyTensor out_view();
 };
 
 struct Timing {

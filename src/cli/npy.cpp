@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
 #include <cerrno>
@@ -114,15 +115,17 @@ std::uint64_t read_le(const unsigned char* p, int bytes) {
   return v;
 }
 
-void swap_if_big_endian(float* data, std::size_t n) {
+// Elements of `width` bytes (4 or 2) from little endian to native, or back.
+void swap_if_big_endian(void* data, std::size_t n, std::size_t width) {
   if constexpr (std::endian::native == std::endian::big) {
-    for (std::size_t i = 0; i < n; ++i) {
-      std::uint32_t u;
-      std::memcpy(&u, data + i, 4);
-      u = __builtin_bswap32(u);
-      std::memcpy(data + i, &u, 4);
-    }
+    auto* bytes = static_cast<unsigned char*>(data);
+    for (std::size_t i = 0; i < n; ++i) std::reverse(bytes + i * width, bytes + (i + 1) * width);
   }
+}
+
+// The file dtype of an element type, and back.
+const char* descr_of(DType dtype) {
+  return dtype == DType::kF32 ? "<f4" : dtype == DType::kF16 ? "<f2" : "<u2";
 }
 
 std::string io_reason() { return std::strerror(errno); }
@@ -139,7 +142,7 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return s + ")";
 }
 
-Array load(const std::string& path, const std::string& argument) {
+Array load(const std::string& path, const std::string& argument, bool u2_is_bf16) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
     throw Error(ErrorKind::kIo, argument, "a readable .npy file", "'" + path + "': " + io_reason());
@@ -174,9 +177,18 @@ Array load(const std::string& path, const std::string& argument) {
   in.seekg(static_cast<std::streamoff>(8 + length_bytes));
   in.read(header_text.data(), static_cast<std::streamsize>(header_len));
   const Header h = parse_header(header_text, path, argument);
-  if (h.descr != "<f4") {
-    bad_file(argument, path, "dtype '<f4' (float32 little endian)", "dtype '" + h.descr + "'");
+  DType dtype = DType::kF32;
+  if (h.descr == "<f2") {
+    dtype = DType::kF16;
+  } else if (h.descr == "<u2" && u2_is_bf16) {
+    dtype = DType::kBF16;
+  } else if (h.descr != "<f4") {
+    bad_file(argument, path,
+             "dtype '<f4' (float32), '<f2' (float16) or, with --dtype bf16, '<u2' (bfloat16 bits)",
+             "dtype '" + h.descr + "'" +
+                 (h.descr == "<u2" ? " (pass --dtype bf16 to read it as bfloat16 bits)" : ""));
   }
+  const std::uint64_t width = dtype_size(dtype);
   if (h.fortran_order) {
     bad_file(argument, path, "C order (fortran_order False)", "a Fortran-order array");
   }
@@ -190,27 +202,37 @@ Array load(const std::string& path, const std::string& argument) {
     count *= e;
   }
   const std::uint64_t data_bytes = file_size - data_offset;
-  if (data_bytes != count * 4) {
+  if (data_bytes != count * width) {
     bad_file(argument, path,
-             std::to_string(count * 4) + " data bytes for shape " + shape_text(h.shape),
+             std::to_string(count * width) + " data bytes for shape " + shape_text(h.shape),
              std::to_string(data_bytes) +
-                 (data_bytes < count * 4 ? " (truncated)" : " (trailing bytes)"));
+                 (data_bytes < count * width ? " (truncated)" : " (trailing bytes)"));
   }
   Array a;
   a.shape = h.shape;
-  a.data.resize(count);
+  a.dtype = dtype;
+  char* target = nullptr;
+  if (dtype == DType::kF32) {
+    a.data.resize(count);
+    target = reinterpret_cast<char*>(a.data.data());
+  } else {
+    a.bits.resize(count);
+    target = reinterpret_cast<char*>(a.bits.data());
+  }
   in.seekg(static_cast<std::streamoff>(data_offset));
-  in.read(reinterpret_cast<char*>(a.data.data()), static_cast<std::streamsize>(count * 4));
-  if (static_cast<std::uint64_t>(in.gcount()) != count * 4) {
+  in.read(target, static_cast<std::streamsize>(count * width));
+  if (static_cast<std::uint64_t>(in.gcount()) != count * width) {
     throw Error(ErrorKind::kIo, argument, "a readable .npy file", "'" + path + "': read failed");
   }
-  swap_if_big_endian(a.data.data(), a.data.size());
+  swap_if_big_endian(target, count, width);
   return a;
 }
 
-std::string encode(const std::vector<std::int64_t>& shape, const float* data) {
-  std::string dict =
-      "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape_text(shape) + ", }";
+std::string encode(const std::vector<std::int64_t>& shape, DType dtype, const void* data) {
+  std::string dict = "{'descr': '";
+  dict += descr_of(dtype);
+  dict += "', 'fortran_order': False, 'shape': " + shape_text(shape) + ", }";
+  const std::size_t width = dtype_size(dtype);
   std::size_t count = 1;
   for (const std::int64_t e : shape) count *= static_cast<std::size_t>(e);
   // Version 1.0 stores the header length in 16 bits; larger headers need 2.0.
@@ -227,13 +249,9 @@ std::string encode(const std::vector<std::int64_t>& shape, const float* data) {
     bytes += static_cast<char>((len >> (8 * i)) & 0xff);
   bytes += dict;
   const std::size_t data_at = bytes.size();
-  bytes.resize(data_at + count * 4);
-  if (count > 0) std::memcpy(bytes.data() + data_at, data, count * 4);
-  if constexpr (std::endian::native == std::endian::big) {
-    std::vector<float> copy(data, data + count);
-    swap_if_big_endian(copy.data(), count);
-    std::memcpy(bytes.data() + data_at, copy.data(), count * 4);
-  }
+  bytes.resize(data_at + count * width);
+  if (count > 0) std::memcpy(bytes.data() + data_at, data, count * width);
+  swap_if_big_endian(bytes.data() + data_at, count, width);
   return bytes;
 }
 
@@ -276,6 +294,11 @@ void StagedOutputs::stage(const std::string& path, const std::string& bytes,
 void StagedOutputs::stage_npy(const std::string& path, const std::vector<std::int64_t>& shape,
                               const float* data, const std::string& argument) {
   stage(path, encode(shape, data), argument);
+}
+
+void StagedOutputs::stage_npy(const std::string& path, const std::vector<std::int64_t>& shape,
+                              DType dtype, const void* data, const std::string& argument) {
+  stage(path, encode(shape, dtype, data), argument);
 }
 
 void StagedOutputs::commit() {

@@ -1,4 +1,5 @@
-// Reading and writing NumPy .npy files holding float32 little-endian C-order arrays, and
+// Reading and writing NumPy .npy files holding little-endian C-order float32 ('<f4'), float16
+// ('<f2') or bfloat16 arrays, and
 // all-or-nothing output: files are staged under temporary names in their target directory and
 // renamed only once every output of a command is ready, so an error never leaves a partial file.
 #pragma once
@@ -7,23 +8,37 @@
 #include <string>
 #include <vector>
 
+#include "seqattn/half.hpp"
+
 namespace seqattn::npy {
 
+// bfloat16 has no numpy dtype: seqattn stores it as its raw bits, '<u2' (uint16 little
+// endian), and reads '<u2' as bfloat16 only when asked to (the CLI's --dtype bf16), so an
+// ordinary integer array is never taken for floats.
 struct Array {
   std::vector<std::int64_t> shape;
-  std::vector<float> data;  // C order
+  DType dtype = DType::kF32;
+  std::vector<float> data;          // C order, when dtype is f32
+  std::vector<std::uint16_t> bits;  // C order, the raw bf16/f16 bits otherwise
 
   std::int64_t rank() const { return static_cast<std::int64_t>(shape.size()); }
+  const void* raw() const {
+    return dtype == DType::kF32 ? static_cast<const void*>(data.data()) : bits.data();
+  }
 };
 
-// Loads a format 1.0/2.0/3.0 .npy file with dtype '<f4' in C order. `argument` names the file
-// in error messages (e.g. "--q"). Throws Error(kIo) when the file cannot be read, or
-// Error(kInvalidArgument) for a bad magic, an unsupported version, dtype or order, or a
-// truncated data section.
-Array load(const std::string& path, const std::string& argument);
+// Loads a format 1.0/2.0/3.0 .npy file in C order with dtype '<f4' (f32), '<f2' (f16) or,
+// when u2_is_bf16, '<u2' (bf16 bits). `argument` names the file in error messages (e.g.
+// "--q"). Throws Error(kIo) when the file cannot be read, or Error(kInvalidArgument) for a bad
+// magic, an unsupported version, dtype or order, or a truncated data section.
+Array load(const std::string& path, const std::string& argument, bool u2_is_bf16 = false);
 
-// The bytes of an .npy file (format 1.0, or 2.0 when the header needs it) for `shape`/`data`.
-std::string encode(const std::vector<std::int64_t>& shape, const float* data);
+// The bytes of an .npy file (format 1.0, or 2.0 when the header needs it) for `shape`/`data`:
+// '<f4', '<f2' or, for bf16, '<u2'.
+std::string encode(const std::vector<std::int64_t>& shape, DType dtype, const void* data);
+inline std::string encode(const std::vector<std::int64_t>& shape, const float* data) {
+  return encode(shape, DType::kF32, data);
+}
 
 // "(3, 2)" style text for messages.
 std::string shape_text(const std::vector<std::int64_t>& shape);
@@ -41,6 +56,8 @@ class StagedOutputs {
   void stage(const std::string& path, const std::string& bytes, const std::string& argument);
   void stage_npy(const std::string& path, const std::vector<std::int64_t>& shape, const float* data,
                  const std::string& argument);
+  void stage_npy(const std::string& path, const std::vector<std::int64_t>& shape, DType dtype,
+                 const void* data, const std::string& argument);
   void commit();
 
  private:

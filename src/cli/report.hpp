@@ -28,6 +28,7 @@ struct ReportConfig {
   std::string plot_script;
   bool plot = true;
   std::vector<std::int64_t> decode_seqs;  // S_k of the decode sweep; empty = no decode section
+  std::vector<std::int64_t> half_seqs;    // S of the dense f32/bf16/f16 rows; empty = none
 };
 
 struct ReportPoint {
@@ -53,10 +54,11 @@ struct ReportPoint {
 struct DecodePoint {
   std::int64_t seq_k = 0;
   int threads = 1;
+  DType kv_dtype = DType::kF32;  // of the cache
   double median_seconds = 0;
   double min_seconds = 0;
   int runs = 0;
-  double kv_bytes = 0;  // 4·B·H_kv·S_k·(D + D_v): K and V read once per step
+  double kv_bytes = 0;  // bytes(dtype)·B·H_kv·S_k·(D + D_v): K and V read once per step
   std::string simd_target;
 
   double kv_gbps() const { return median_seconds > 0 ? kv_bytes / median_seconds * 1e-9 : 0; }
@@ -79,8 +81,30 @@ struct DecodeReport {
   double elapsed_seconds = 0;
 };
 
+// Dense attention with q, k, v and out all in one dtype (f32, bf16 or f16), same shape as the
+// sweep; the error is against the f32 run on the unrounded inputs.
+struct HalfPoint {
+  std::int64_t seq = 0;
+  DType dtype = DType::kF32;
+  int threads = 1;
+  double median_seconds = 0;
+  int runs = 0;
+  double flops = 0;
+  double error_vs_f32 = 0;
+  std::string simd_target;
+
+  double gflops() const { return median_seconds > 0 ? flops / median_seconds * 1e-9 : 0; }
+};
+
+struct HalfReport {
+  Shape shape;
+  std::vector<HalfPoint> points;
+  double elapsed_seconds = 0;
+};
+
 // Fits, crossovers, and the three files. Returns the scaling.md text (also printed).
 std::string write_report(const ReportConfig& config, const std::vector<ReportPoint>& points,
-                         double elapsed_seconds, const DecodeReport& decode = {});
+                         double elapsed_seconds, const DecodeReport& decode = {},
+                         const HalfReport& half = {});
 
 }  // namespace seqattn::cli

@@ -119,6 +119,12 @@ std::string fixed(double value, int digits) {
   return text;
 }
 
+std::string sci(double value) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.2e", value);
+  return text;
+}
+
 const ReportPoint* find_point(const std::vector<ReportPoint>& points, std::int64_t seq,
                               const std::string& variant, int threads) {
   for (const ReportPoint& p : points) {
@@ -223,18 +229,20 @@ void decode_table(std::ostream& md, const DecodeReport& d) {
   md << "\n## Decode against a KV cache\n\nOne new query per call (S_q = 1) against a KvCache "
         "of S_k tokens (B="
      << s.batch << ", H=" << s.heads << ", H_kv=" << s.kv_heads << ", D=D_v=" << s.dim
-     << ", fp32, causal, dense): ms/token is the median plan.run time, K+V GB/s is the "
-        "4·B·H_kv·S_k·(D+D_v) bytes of K and V read per step over that time, and % is of the read "
-        "bandwidth measured by summing a float array at the same thread count (the DRAM figure "
-        "for caches larger than "
+     << ", fp32 queries, causal, dense; the cache stored in f32, bf16 or f16): ms/token is the "
+        "median plan.run time, K+V GB/s is the bytes(dtype)·B·H_kv·S_k·(D+D_v) bytes of K and V "
+        "the cache stores, read once per step, over that time, and % is of the read bandwidth "
+        "measured by summing a float array at the same thread count (the DRAM figure for caches "
+        "larger than "
      << fixed(d.dram_above_bytes / 1048576.0, 0) << " MiB, else the cache-resident one). Took "
      << fixed(d.elapsed_seconds, 1) << " s.\n\n"
-     << "| S_k | threads | K+V MiB | ms/token | K+V GB/s | % of read bandwidth |\n"
-     << "|---:|---:|---:|---:|---:|---:|\n";
+     << "| S_k | K/V dtype | threads | K+V MiB | ms/token | K+V GB/s | % of read bandwidth |\n"
+     << "|---:|---|---:|---:|---:|---:|---:|\n";
   for (const DecodePoint& p : d.points) {
     const BandwidthPoint* b = matching_bandwidth(d, p);
-    md << "| " << p.seq_k << " | " << p.threads << " | " << fixed(p.kv_bytes / 1048576.0, 0)
-       << " | " << fixed(p.median_seconds * 1e3, 3) << " | " << fixed(p.kv_gbps(), 1) << " | "
+    md << "| " << p.seq_k << " | " << to_string(p.kv_dtype) << " | " << p.threads << " | "
+       << fixed(p.kv_bytes / 1048576.0, 0) << " | " << fixed(p.median_seconds * 1e3, 3) << " | "
+       << fixed(p.kv_gbps(), 1) << " | "
        << (b != nullptr && b->gbps > 0 ? fixed(100.0 * p.kv_gbps() / b->gbps, 0) + "% of " + b->kind
                                        : std::string("-"))
        << " |\n";
@@ -247,10 +255,34 @@ void decode_table(std::ostream& md, const DecodeReport& d) {
   md << "\n";
 }
 
+// Dense in f32, bf16 and f16 at the same lengths: GFLOP/s, the ratio to f32, and the error.
+void half_table(std::ostream& md, const HalfReport& h) {
+  md << "\n## Half precision (dense)\n\nq, k, v and out all f32, bf16 or f16 (B=" << h.shape.batch
+     << ", H=" << h.shape.heads << ", D=" << h.shape.dim
+     << ", non-causal). The kernel computes in fp32 on exactly widened inputs (see "
+        "docs/architecture.md, Half precision); the error is max |out - out_f32| / max |out_f32| "
+        "against the f32 run on the unrounded inputs, so it includes the rounding of q, k, v and "
+        "out. Took "
+     << fixed(h.elapsed_seconds, 1) << " s.\n\n"
+     << "| S | dtype | threads | median | GFLOP/s | vs f32 | error vs f32 |\n"
+     << "|---:|---|---:|---:|---:|---:|---:|\n";
+  for (const HalfPoint& p : h.points) {
+    double f32_gflops = 0;
+    for (const HalfPoint& q : h.points) {
+      if (q.seq == p.seq && q.threads == p.threads && q.dtype == DType::kF32)
+        f32_gflops = q.gflops();
+    }
+    md << "| " << p.seq << " | " << to_string(p.dtype) << " | " << p.threads << " | "
+       << format_seconds(p.median_seconds) << " | " << fixed(p.gflops(), 1) << " | "
+       << (f32_gflops > 0 ? fixed(p.gflops() / f32_gflops, 2) + "x" : std::string("-")) << " | "
+       << (p.dtype == DType::kF32 ? std::string("-") : sci(p.error_vs_f32)) << " |\n";
+  }
+}
+
 std::string markdown(const ReportConfig& c, const std::vector<ReportPoint>& points,
                      const std::vector<SeriesFit>& fits,
                      const std::vector<SeriesCrossover>& crossovers, const DecodeReport& decode,
-                     const std::string& target, double elapsed) {
+                     const HalfReport& half, const std::string& target, double elapsed) {
   std::ostringstream md;
   md << "# seqattn scaling report\n\n"
      << "B=" << c.shape.batch << ", H=" << c.shape.heads << ", D=" << c.shape.dim
@@ -260,6 +292,7 @@ std::string markdown(const ReportConfig& c, const std::vector<ReportPoint>& poin
   error_table(md, c, points);
   fit_and_crossover_tables(md, c, fits, crossovers);
   if (!decode.points.empty()) decode_table(md, decode);
+  if (!half.points.empty()) half_table(md, half);
   if (!c.not_built.empty()) {
     md << "\n## Not built (skipped)\n\n";
     for (const auto& [v, why] : c.not_built) md << "- " << v << ": " << why << "\n";
@@ -373,7 +406,7 @@ nlohmann::json decode_json(const DecodeReport& d) {
                       {"seq_q", 1},
                       {"causal", true},
                       {"variant", "dense"},
-                      {"kv_bytes", "4*B*H_kv*S_k*(D+D_v) per step"},
+                      {"kv_bytes", "bytes(kv_dtype)*B*H_kv*S_k*(D+D_v) per step"},
                       {"dram_above_mb", d.dram_above_bytes / 1048576.0},
                       {"elapsed_seconds", d.elapsed_seconds},
                       {"points", nlohmann::json::array()},
@@ -382,6 +415,7 @@ nlohmann::json decode_json(const DecodeReport& d) {
     const BandwidthPoint* b = matching_bandwidth(d, p);
     j["points"].push_back(
         {{"seq_k", p.seq_k},
+         {"kv_dtype", std::string(to_string(p.kv_dtype))},
          {"threads", p.threads},
          {"median_ms", p.median_seconds * 1e3},
          {"min_ms", p.min_seconds * 1e3},
@@ -406,8 +440,29 @@ nlohmann::json decode_json(const DecodeReport& d) {
 
 }  // namespace
 
+nlohmann::json half_json(const HalfReport& h) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const HalfPoint& p : h.points) {
+    rows.push_back({{"seq", p.seq},
+                    {"dtype", std::string(to_string(p.dtype))},
+                    {"threads", p.threads},
+                    {"median_ms", p.median_seconds * 1e3},
+                    {"runs", p.runs},
+                    {"gflops", number_or_null(p.gflops())},
+                    {"error_vs_f32",
+                     p.dtype == DType::kF32 ? nlohmann::json() : number_or_null(p.error_vs_f32)},
+                    {"simd_target", p.simd_target}});
+  }
+  return {{"variant", "dense"},
+          {"batch", h.shape.batch},
+          {"heads", h.shape.heads},
+          {"dim", h.shape.dim},
+          {"elapsed_seconds", h.elapsed_seconds},
+          {"points", rows}};
+}
+
 std::string write_report(const ReportConfig& c, const std::vector<ReportPoint>& points,
-                         double elapsed, const DecodeReport& decode) {
+                         double elapsed, const DecodeReport& decode, const HalfReport& half) {
   std::vector<SeriesFit> fits;
   std::vector<SeriesCrossover> crossovers;
   const std::vector<double> n(c.seqs.begin(), c.seqs.end());
@@ -427,10 +482,11 @@ std::string write_report(const ReportConfig& c, const std::vector<ReportPoint>& 
   for (const SeriesFit& f : fits) j["fits"].push_back(fit_json(f));
   for (const SeriesCrossover& x : crossovers) j["crossovers"].push_back(crossover_json(x));
   if (!decode.points.empty()) j["decode"] = decode_json(decode);
+  if (!half.points.empty()) j["half_precision"] = half_json(half);
 
   ::mkdir(c.out_dir.c_str(), 0777);  // an existing directory is fine; errors surface below
   const std::string json_path = c.out_dir + "/scaling.json";
-  const std::string md = markdown(c, points, fits, crossovers, decode, target, elapsed);
+  const std::string md = markdown(c, points, fits, crossovers, decode, half, target, elapsed);
   npy::StagedOutputs staged;
   staged.stage(json_path, j.dump(2) + "\n", "--out-dir");
   staged.stage(c.out_dir + "/scaling.md", md, "--out-dir");

@@ -163,4 +163,11 @@ std::vector<std::int64_t> parse_int_list(const std::string& text, const std::str
   return values;
 }
 
+DType parse_dtype(const std::string& text, const std::string& argument) {
+  for (const DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    if (text == to_string(t)) return t;
+  }
+  throw Error(ErrorKind::kInvalidArgument, argument, "f32, bf16 or f16", "'" + text + "'");
+}
+
 }  // namespace seqattn::cli

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "seqattn/half.hpp"
 #include "seqattn/options.hpp"
 #include "seqattn/policy.hpp"
 
@@ -59,5 +60,8 @@ VariantSpec make_spec(const VariantFlags& flags);
 
 // Comma-separated integers, e.g. "128,256"; throws Error naming `argument` on bad text.
 std::vector<std::int64_t> parse_int_list(const std::string& text, const std::string& argument);
+
+// "f32", "bf16" or "f16"; throws Error naming `argument` otherwise.
+DType parse_dtype(const std::string& text, const std::string& argument);
 
 }  // namespace seqattn::cli

@@ -38,6 +38,13 @@ ByteRange check_mask_like(const std::string& name, const TensorView<const T>& m,
   return range;
 }
 
+}  // namespace
+
+void fail(const std::string& argument, const std::string& expected, const std::string& actual,
+          const std::string& hint) {
+  throw Error(ErrorKind::kInvalidArgument, argument, expected, actual, hint);
+}
+
 void check_output_disjoint(const std::string& name, const ByteRange& range,
                            const std::vector<std::pair<std::string, ByteRange>>& others) {
   for (const auto& [other, r] : others) {
@@ -46,13 +53,6 @@ void check_output_disjoint(const std::string& name, const ByteRange& range,
            "attention reads every input row for every output row, so it cannot run in place");
     }
   }
-}
-
-}  // namespace
-
-void fail(const std::string& argument, const std::string& expected, const std::string& actual,
-          const std::string& hint) {
-  throw Error(ErrorKind::kInvalidArgument, argument, expected, actual, hint);
 }
 
 std::string shape_text(const std::array<std::int64_t, 4>& shape) {
@@ -106,12 +106,12 @@ void check_no_self_overlap(const std::string& name, const std::array<std::int64_
   }
 }
 
-AttentionShape shape_of(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
-                        const Tensor& out) {
-  check_view("q", q.data, q.shape, q.strides, sizeof(float));
-  check_view("k", k.data, k.shape, k.strides, sizeof(float));
-  check_view("v", v.data, v.shape, v.strides, sizeof(float));
-  check_view("out", out.data, out.shape, out.strides, sizeof(float));
+AttentionShape shape_of(const AnyConstTensor& q, const AnyConstTensor& k, const AnyConstTensor& v,
+                        const AnyTensor& out) {
+  check_view("q", q.data, q.shape, q.strides, dtype_size(q.dtype));
+  check_view("k", k.data, k.shape, k.strides, dtype_size(k.dtype));
+  check_view("v", v.data, v.shape, v.strides, dtype_size(v.dtype));
+  check_view("out", out.data, out.shape, out.strides, dtype_size(out.dtype));
   expect_extent("k", 0, k.shape[0], q.shape[0], "q's batch");
   expect_extent("v", 0, v.shape[0], q.shape[0], "q's batch");
   if (q.shape[1] % k.shape[1] != 0) {

@@ -31,13 +31,17 @@ ByteRange check_view(const std::string& name, const void* data,
                      const std::array<std::int64_t, 4>& shape,
                      const std::array<std::int64_t, 4>& strides, std::size_t element_size);
 
+// Fails when `range` (of output `name`) overlaps any of `others`.
+void check_output_disjoint(const std::string& name, const ByteRange& range,
+                           const std::vector<std::pair<std::string, ByteRange>>& others);
+
 // Checks that no two distinct elements of a view share an address (outputs only).
 void check_no_self_overlap(const std::string& name, const std::array<std::int64_t, 4>& shape,
                            const std::array<std::int64_t, 4>& strides);
 
 // The extents of q, k, v and out, checked for consistency (the messages name the tensor).
-AttentionShape shape_of(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
-                        const Tensor& out);
+AttentionShape shape_of(const AnyConstTensor& q, const AnyConstTensor& k, const AnyConstTensor& v,
+                        const AnyTensor& out);
 
 // Extents >= 1, H_q a multiple of H_kv, sizes that fit.
 void check_shape(const AttentionShape& shape);

@@ -16,6 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "seqattn/half.hpp"
+
 HWY_BEFORE_NAMESPACE();
 namespace seqattn::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -36,6 +38,42 @@ struct FloatOps {
   static HWY_INLINE void Store(V v, float* HWY_RESTRICT aligned) { hn::Store(v, D(), aligned); }
   static HWY_INLINE V LoadU(const float* p) { return hn::LoadU(D(), p); }
   static HWY_INLINE void StoreU(V v, float* p) { hn::StoreU(v, D(), p); }
+  // kLanes 16-bit elements widened exactly to fp32 (any alignment). bf16 is the top half of
+  // a float: a shift. f16 uses F16C (vcvtph2ps) on AVX2 and AVX-512; the older targets
+  // rebuild the float from its fields with integer operations (Highway 1.0.3's own fallback
+  // maps f16 Inf and NaN to finite values, so it is not used).
+  static HWY_INLINE V LoadWide(const bfloat16* p) {
+    const hn::Rebind<uint16_t, D> d16;
+    const hn::RebindToUnsigned<D> du;
+    const auto bits = hn::LoadU(d16, reinterpret_cast<const uint16_t*>(p));
+    return hn::BitCast(D(), hn::ShiftLeft<16>(hn::PromoteTo(du, bits)));
+  }
+  static HWY_INLINE V LoadWide(const float16* p) {
+#if HWY_TARGET <= HWY_AVX2
+    const hn::Rebind<hwy::float16_t, D> dh;
+    return hn::PromoteTo(D(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+#else
+    return WidenHalfBits(p);
+#endif
+  }
+  static HWY_INLINE V WidenHalfBits(const float16* p) {
+    const hn::Rebind<uint16_t, D> d16;
+    const hn::RebindToUnsigned<D> du;
+    const hn::RebindToSigned<D> di;
+    const auto h = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const uint16_t*>(p)));
+    const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
+    const auto exponent = hn::And(hn::ShiftRight<10>(h), hn::Set(du, 0x1fu));
+    const auto mantissa = hn::And(h, hn::Set(du, 0x3ffu));
+    const auto normal = hn::Or(hn::ShiftLeft<23>(hn::Add(exponent, hn::Set(du, 112u))),
+                               hn::ShiftLeft<13>(mantissa));
+    const auto special = hn::Or(hn::Set(du, 0x7f800000u), hn::ShiftLeft<13>(mantissa));
+    const auto subnormal = hn::BitCast(
+        du, hn::Mul(hn::ConvertTo(D(), hn::BitCast(di, mantissa)), hn::Set(D(), 0x1p-24f)));
+    const auto magnitude =
+        hn::IfThenElse(hn::Eq(exponent, hn::Zero(du)), subnormal,
+                       hn::IfThenElse(hn::Eq(exponent, hn::Set(du, 0x1fu)), special, normal));
+    return hn::BitCast(D(), hn::Or(sign, magnitude));
+  }
   // a·b + c.
   static HWY_INLINE V MulAdd(V a, V b, V c) { return hn::MulAdd(a, b, c); }
   static HWY_INLINE V Add(V a, V b) { return hn::Add(a, b); }

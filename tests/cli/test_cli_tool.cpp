@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/npy.hpp"
+#include "seqattn/half.hpp"
 #include "seqattn/policy.hpp"
 #include "support/temp_dir_test.hpp"
 
@@ -287,6 +288,72 @@ TEST_F(CliTest, BenchSeqQRunsThroughAKvCache) {
   EXPECT_NE(bad.err.find("--seq-q"), std::string::npos) << bad.err;
 }
 
+// f16 files ('<f2') give an f16 output; --dtype bf16 reads '<u2' as bfloat16 bits and writes
+// '<u2'; both agree with the f32 run to their precision. Bad dtypes fail without output.
+TEST_F(CliTest, RunReadsAndWritesHalfPrecisionFiles) {
+  write_document_example();
+  ASSERT_EQ(run("run --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy") +
+                " --out " + path("out.npy"))
+                .exit_code,
+            0);
+  const npy::Array ref = npy::load(path("out.npy"), "out");
+  for (const DType dtype : {DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(std::string(to_string(dtype)));
+    for (const char* name : {"q", "k", "v"}) {
+      const npy::Array a = npy::load(path(std::string(name) + ".npy"), name);
+      std::vector<std::uint16_t> bits;
+      for (const float x : a.data)
+        bits.push_back(dtype == DType::kF16 ? float16(x).bits : bfloat16(x).bits);
+      npy::write_file_atomically(path(std::string(name) + "16.npy"),
+                                 npy::encode(a.shape, dtype, bits.data()), "test");
+    }
+    const std::string flag = dtype == DType::kBF16 ? " --dtype bf16" : "";
+    const Result r = run("run --q " + path("q16.npy") + " --k " + path("k16.npy") + " --v " +
+                         path("v16.npy") + " --out " + path("out16.npy") + flag);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const npy::Array out = npy::load(path("out16.npy"), "out", dtype == DType::kBF16);
+    ASSERT_EQ(out.dtype, dtype);
+    ASSERT_EQ(out.shape, ref.shape);
+    for (std::size_t i = 0; i < ref.data.size(); ++i) {
+      const float x = dtype == DType::kF16 ? static_cast<float>(float16::from_bits(out.bits[i]))
+                                           : static_cast<float>(bfloat16::from_bits(out.bits[i]));
+      EXPECT_NEAR(x, ref.data[i], (dtype == DType::kF16 ? 2e-3 : 1.6e-2) * 2.0) << i;
+    }
+    std::remove(path("out16.npy").c_str());
+  }
+  // '<u2' without --dtype bf16, and an unknown --dtype: errors naming the argument, no output.
+  Result r = run("run --q " + path("q16.npy") + " --k " + path("k16.npy") + " --v " +
+                 path("v16.npy") + " --out " + path("out16.npy"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("'--q'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--dtype bf16"), std::string::npos) << r.err;
+  r = run("run --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy") +
+          " --out " + path("out16.npy") + " --dtype fp8");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("'--dtype'"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists("out16.npy"));
+}
+
+TEST_F(CliTest, BenchTakesDtypesAndCountsStoredCacheBytes) {
+  Result r =
+      run("bench --json --heads 4 --kv-heads 2 --seq 300 --seq-q 1 --dim 16 --kv-dtype "
+          "bf16 --repeat 2 --warmup 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kv_dtype"], "bf16");
+  EXPECT_EQ(j["dtype"], "f32");
+  EXPECT_EQ(j["kv_bytes"].get<double>(), 2.0 * 2 * 300 * 32);
+  r = run("bench --json --heads 2 --seq 64 --dim 16 --dtype f16 --repeat 2 --warmup 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["dtype"], "f16");
+  EXPECT_EQ(j["kv_dtype"], "f16");
+  EXPECT_GT(j["gflops"].get<double>(), 0.0);
+  r = run("bench --seq 64 --kv-dtype int8");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("'--kv-dtype'"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTest, SelectFollowsTheDefaultThresholds) {
   const std::vector<std::pair<int, std::string>> expected = {
       {1, "dense"},     {512, "dense"},  {513, "sliding-window"}, {2048, "sliding-window"},
@@ -338,7 +405,9 @@ TEST_F(CliTest, CalibrateWritesALoadableProfile) {
 
 TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   const Result r =
-      run("report --seqs 64,128 --threads-list 1 --heads 1 --dim 16 --out-dir " + path("report"));
+      run("report --seqs 64,128 --threads-list 1 --heads 1 --dim 16 --decode-seqs 512,2048 "
+          "--out-dir " +
+          path("report"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(read(path("report/scaling.json")));
   const auto variants = j["meta"]["variants"].get<std::vector<std::string>>();
@@ -366,19 +435,34 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   const nlohmann::json& decode = j["decode"];
   EXPECT_EQ(decode["seq_q"], 1);
   EXPECT_EQ(decode["kv_heads"], 8);
-  ASSERT_EQ(decode["points"].size(), 6u);  // S_k = 512, 4096, 32768 at 1 and 2 threads
+  // S_k = 512, 2048 × f32, bf16, f16 caches × 1 and 2 threads.
+  ASSERT_EQ(decode["points"].size(), 12u);
   for (const auto& p : decode["points"]) {
     EXPECT_GT(p["median_ms"].get<double>(), 0.0);
     EXPECT_GT(p["kv_gbps"].get<double>(), 0.0);
     EXPECT_TRUE(p["percent_of_bandwidth"].is_number());
   }
+  EXPECT_EQ(decode["points"][0]["kv_dtype"], "f32");
   EXPECT_EQ(decode["points"][0]["kv_mb"].get<double>(), 4.0 * 8 * 512 * 256 / 1048576.0);
+  EXPECT_EQ(decode["points"][2]["kv_dtype"], "bf16");
+  EXPECT_EQ(decode["points"][2]["kv_mb"].get<double>(), 2.0 * 8 * 512 * 256 / 1048576.0);
+  ASSERT_TRUE(j.contains("half_precision"));
+  const nlohmann::json& half = j["half_precision"]["points"];
+  ASSERT_EQ(half.size(), 6u);  // S = 1024, 4096 × f32, bf16, f16 at 1 thread
+  for (const auto& p : half) {
+    EXPECT_GT(p["gflops"].get<double>(), 0.0);
+    if (p["dtype"] == "f32") continue;
+    // The end-to-end error of bf16/f16 inputs and output against the f32 run.
+    EXPECT_LT(p["error_vs_f32"].get<double>(), p["dtype"] == "bf16" ? 1e-2 : 2e-3) << p;
+  }
   ASSERT_EQ(decode["bandwidth"].size(), 4u);  // cache-resident and DRAM at 1 and 2 threads
   for (const auto& b : decode["bandwidth"]) EXPECT_GT(b["gbps"].get<double>(), 0.0);
   const std::string md = read(path("report/scaling.md"));
   EXPECT_NE(md.find("| 128 |"), std::string::npos) << md;
   EXPECT_NE(md.find("O(N^"), std::string::npos) << md;
   EXPECT_NE(md.find("Decode against a KV cache"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 512 | bf16 | 1 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Half precision (dense)"), std::string::npos) << md;
   const std::string png = read(path("report/scaling.png"));
   ASSERT_GE(png.size(), 8u);
   EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));

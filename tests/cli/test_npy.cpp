@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ namespace {
 
 class NpyTest : public testing::TempDirTest {
  protected:
+  static std::string read_all(const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
   void write_raw(const std::string& name, const std::string& bytes) const {
     std::ofstream(path(name), std::ios::binary) << bytes;
   }
@@ -128,6 +133,28 @@ TEST_F(NpyTest, RejectsBadFilesNamingTheArgument) {
   expect_load_error("missing.npy", ErrorKind::kIo, "No such file");
   ::mkdir(path("sub.npy").c_str(), 0700);
   expect_load_error("sub.npy", ErrorKind::kIo, "not a file");
+}
+
+// float16 is '<f2'; bfloat16 is its raw bits as '<u2', read as bf16 only when asked.
+TEST_F(NpyTest, HalfArraysRoundTripAndU2NeedsTheBf16Flag) {
+  const std::vector<std::uint16_t> bits = {0x3c00, 0x0001, 0x7c00, 0xfe00, 0x8000, 0x7bff};
+  npy::write_file_atomically(path("h.npy"), npy::encode({2, 3}, DType::kF16, bits.data()), "--out");
+  const npy::Array h = npy::load(path("h.npy"), "--q");
+  EXPECT_EQ(h.dtype, DType::kF16);
+  EXPECT_EQ(h.shape, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(h.bits, bits);
+  EXPECT_NE(read_all(path("h.npy")).find("'descr': '<f2'"), std::string::npos);
+
+  npy::write_file_atomically(path("b.npy"), npy::encode({6}, DType::kBF16, bits.data()), "--out");
+  EXPECT_NE(read_all(path("b.npy")).find("'descr': '<u2'"), std::string::npos);
+  const npy::Array b = npy::load(path("b.npy"), "--q", /*u2_is_bf16=*/true);
+  EXPECT_EQ(b.dtype, DType::kBF16);
+  EXPECT_EQ(b.bits, bits);
+  expect_load_error("b.npy", ErrorKind::kInvalidArgument, "--dtype bf16");
+  // A '<f2' file whose data is cut short names the bytes it expected (2 per element).
+  write_raw("short16.npy",
+            npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (3,), }", "abcd"));
+  expect_load_error("short16.npy", ErrorKind::kInvalidArgument, "6 data bytes");
 }
 
 TEST_F(NpyTest, StagedOutputsAppearOnlyOnCommit) {

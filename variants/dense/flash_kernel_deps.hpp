@@ -12,8 +12,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "seqattn/half.hpp"
 #include "variants/attention_variant.hpp"
 #include "variants/dense/key_pattern.hpp"
 #include "variants/dense/tile_visibility.hpp"

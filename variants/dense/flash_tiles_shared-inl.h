@@ -51,10 +51,13 @@ enum class TileUpdate { kOverwrite, kAccumulate, kScaleRowsThenAccumulate };
 // a is broadcast one element at a time (no layout constraint); b and c rows are aligned and
 // padded to whole vectors. kScaleRowsThenAccumulate multiplies C row r by row_scale[r] first
 // (the online-softmax rescale, fused into the load). kPrefetch also asks for row k of b at
-// `prefetch` floats further on (the decode kernel's next cache block), as row k is read.
-template <class Ops, size_t kRows, size_t kVecs, TileUpdate kUpdate, bool kPrefetch = false>
+// `prefetch` elements further on (the decode kernel's next cache block), as row k is read.
+// BElem is b's element type: float, or a 16-bit type (the decode kernel over a bf16/f16 cache)
+// that Ops::LoadWide widens exactly to fp32 as it loads.
+template <class Ops, size_t kRows, size_t kVecs, TileUpdate kUpdate, bool kPrefetch = false,
+          class BElem = float>
 HWY_INLINE void MultiplyTile(const float* HWY_RESTRICT a, size_t a_stride,
-                             const float* HWY_RESTRICT b, size_t b_stride, size_t depth,
+                             const BElem* HWY_RESTRICT b, size_t b_stride, size_t depth,
                              float* HWY_RESTRICT c, size_t c_stride,
                              const float* HWY_RESTRICT row_scale, std::ptrdiff_t prefetch = 0) {
   using V = typename Ops::V;
@@ -64,12 +67,20 @@ HWY_INLINE void MultiplyTile(const float* HWY_RESTRICT a, size_t a_stride,
     for (size_t v = 0; v < kVecs; ++v) acc[r][v] = Ops::Zero();
   }
   for (size_t k = 0; k < depth; ++k) {
-    const float* HWY_RESTRICT b_row = b + k * b_stride;
+    const BElem* HWY_RESTRICT b_row = b + k * b_stride;
     if constexpr (kPrefetch) {
-      for (size_t v = 0; v < kVecs; ++v) hwy::Prefetch(b_row + prefetch + v * kLanes);
+      // One request per 64-byte line: every vector of fp32, every other of 16-bit elements.
+      constexpr size_t kStep = sizeof(BElem) == 4 ? 1 : 2;
+      for (size_t v = 0; v < kVecs; v += kStep) hwy::Prefetch(b_row + prefetch + v * kLanes);
     }
     V bv[kVecs];
-    for (size_t v = 0; v < kVecs; ++v) bv[v] = Ops::Load(b_row + v * kLanes);
+    for (size_t v = 0; v < kVecs; ++v) {
+      if constexpr (std::is_same_v<BElem, float>) {
+        bv[v] = Ops::Load(b_row + v * kLanes);
+      } else {
+        bv[v] = Ops::LoadWide(b_row + v * kLanes);
+      }
+    }
     for (size_t r = 0; r < kRows; ++r) {
       const V ar = Ops::Set(a[r * a_stride + k]);
       for (size_t v = 0; v < kVecs; ++v) acc[r][v] = Ops::MulAdd(ar, bv[v], acc[r][v]);
@@ -91,9 +102,10 @@ HWY_INLINE void MultiplyTile(const float* HWY_RESTRICT a, size_t a_stride,
 
 // P·V into the output accumulator for the whole padded width: full column chunks of
 // out_vecs vectors, then one narrower chunk (an edge tile outside the hot loop).
-template <class Ops, size_t kRows, size_t kOutVecs, TileUpdate kUpdate, bool kPrefetch = false>
+template <class Ops, size_t kRows, size_t kOutVecs, TileUpdate kUpdate, bool kPrefetch = false,
+          class BElem = float>
 HWY_INLINE void MultiplyRowsByValues(const float* HWY_RESTRICT p, size_t p_stride,
-                                     const float* HWY_RESTRICT v, size_t v_stride, size_t keys,
+                                     const BElem* HWY_RESTRICT v, size_t v_stride, size_t keys,
                                      float* HWY_RESTRICT o, size_t o_stride,
                                      const float* HWY_RESTRICT row_scale,
                                      std::ptrdiff_t prefetch = 0) {
@@ -111,24 +123,24 @@ HWY_INLINE void MultiplyRowsByValues(const float* HWY_RESTRICT p, size_t p_strid
   }
   size_t col = 0;
   for (size_t c = 0; c < full_chunks; ++c, col += kChunk) {
-    MultiplyTile<Ops, kRows, kOutVecs, kUpdate, kPrefetch>(p, p_stride, v + col, v_stride, keys,
-                                                           o + col, o_stride, row_scale, prefetch);
+    MultiplyTile<Ops, kRows, kOutVecs, kUpdate, kPrefetch, BElem>(
+        p, p_stride, v + col, v_stride, keys, o + col, o_stride, row_scale, prefetch);
   }
   if constexpr (kOutVecs > 2) {
     if (tail_vecs >= 3) {
-      MultiplyTile<Ops, kRows, 3, kUpdate, kPrefetch>(p, p_stride, v + col, v_stride, keys, o + col,
-                                                      o_stride, row_scale, prefetch);
+      MultiplyTile<Ops, kRows, 3, kUpdate, kPrefetch, BElem>(
+          p, p_stride, v + col, v_stride, keys, o + col, o_stride, row_scale, prefetch);
       tail_vecs -= 3;
       col += 3 * kLanes;
     }
     for (; tail_vecs >= 2; tail_vecs -= 2, col += 2 * kLanes) {
-      MultiplyTile<Ops, kRows, 2, kUpdate, kPrefetch>(p, p_stride, v + col, v_stride, keys, o + col,
-                                                      o_stride, row_scale, prefetch);
+      MultiplyTile<Ops, kRows, 2, kUpdate, kPrefetch, BElem>(
+          p, p_stride, v + col, v_stride, keys, o + col, o_stride, row_scale, prefetch);
     }
   }
   for (; tail_vecs > 0; --tail_vecs, col += kLanes) {
-    MultiplyTile<Ops, kRows, 1, kUpdate, kPrefetch>(p, p_stride, v + col, v_stride, keys, o + col,
-                                                    o_stride, row_scale, prefetch);
+    MultiplyTile<Ops, kRows, 1, kUpdate, kPrefetch, BElem>(p, p_stride, v + col, v_stride, keys,
+                                                           o + col, o_stride, row_scale, prefetch);
   }
 }
 

@@ -24,9 +24,9 @@ using simd::HWY_NAMESPACE::Exp2NonPositive;
 
 // Combines the chunks of one row tile in chunk order (fixed, so bitwise reproducible):
 // O = Σ_c O_c·2^(m_c - M), l = Σ_c l_c·2^(m_c - M), M = max_c m_c.
-template <class Ops>
-void MergeChunks(const CacheProblem& p, CacheWorker<Ops>& worker, const float* partials,
-                 std::int64_t chunks, std::int64_t rows, std::vector<float>& acc) {
+template <class Worker>
+void MergeChunks(const CacheProblem& p, Worker& worker, const float* partials, std::int64_t chunks,
+                 std::int64_t rows, std::vector<float>& acc) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const std::int64_t dv_pad = p.kv.dv_pad;
   const CachePartialLayout part(p.split.row_tile, dv_pad);
@@ -50,7 +50,7 @@ void MergeChunks(const CacheProblem& p, CacheWorker<Ops>& worker, const float* p
 
 // Work items are (batch, kv head, row tile, chunk); every output row is written by one thread
 // (directly, or by the merge of its tile's chunks in chunk order).
-template <class Ops>
+template <class Ops, class Elem>
 void CacheAttention(const CacheProblem& p, float* workspace) {
   const CacheSplit& split = p.split;
   const bool merge = split.chunk_keys != 0;
@@ -71,7 +71,7 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
   const int team = static_cast<int>(std::min<std::int64_t>(p.threads, items));
 #pragma omp parallel num_threads(team) if (team > 1)
   {
-    CacheWorker<Ops> worker(p, workspace + omp_get_thread_num() * layout.total);
+    CacheWorker<Ops, Elem> worker(p, workspace + omp_get_thread_num() * layout.total);
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t item = 0; item < items; ++item) {
       const std::int64_t tile = item / split.chunks, c = item % split.chunks;
@@ -99,8 +99,17 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
   }
 }
 
+// One instantiation per cache dtype: the element type is fixed for a whole run.
 void CacheAttentionOnTarget(const CacheProblem& p, float* workspace) {
-  CacheAttention<simd::HWY_NAMESPACE::FloatOps>(p, workspace);
+  using Ops = simd::HWY_NAMESPACE::FloatOps;
+  switch (p.kv.dtype) {
+    case DType::kF32:
+      return CacheAttention<Ops, float>(p, workspace);
+    case DType::kBF16:
+      return CacheAttention<Ops, bfloat16>(p, workspace);
+    case DType::kF16:
+      return CacheAttention<Ops, float16>(p, workspace);
+  }
 }
 
 }  // namespace seqattn::detail::HWY_NAMESPACE

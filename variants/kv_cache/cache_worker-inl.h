@@ -5,10 +5,14 @@
 // each count its own instantiation), so 4 rows (one token, 4 query heads per kv head) run as a
 // 4-row micro-tile instead of being padded to 6.
 //
+// Elem is the cache's element type: float, or bfloat16/float16, which the micro-kernels widen
+// to fp32 as they load (Ops::LoadWide), so the arithmetic and the softmax are fp32 and a half
+// cache is read at 2 bytes an element.
+//
 // No include guard and no namespace: cache_attention.cpp includes this inside its per-target
 // namespace, after flash_tiles_shared-inl.h.
 
-template <class Ops>
+template <class Ops, class Elem>
 class CacheWorker {
  public:
   static constexpr FlashBlocking kBlocking = kFlashBlocking<Ops>;
@@ -148,17 +152,24 @@ class CacheWorker {
 
   void visit_tile(std::int64_t j0) {
     const bool global = p_.banded && tile_has_global(j0);
-    const float* k_tile = p_.kv.key_block(b_, hk_, j0) + j0 % kKvBlock;
-    const float* v_tile = p_.kv.value_block(b_, hk_, j0) + j0 % kKvBlock * p_.kv.dv_pad;
-    // The micro-kernels prefetch the same rows of the next block as they read this one, so
-    // the next block is in flight during this one's arithmetic: from DRAM at S_k = 32768
-    // (D = 128) this took one thread from 10.2 to 12.9 GB/s and two from 20.3 to 29.3.
-    // Prefetching the whole next block at once measured slower (8.8 GB/s): it floods the
-    // fill buffers. Past the last block the distance is 0 (a prefetch of the row itself).
-    const std::int64_t next = j0 + kKvBlock;
+    const Elem* k_tile = p_.kv.template key_block<Elem>(b_, hk_, j0) + j0 % kKvBlock;
+    const Elem* v_tile =
+        p_.kv.template value_block<Elem>(b_, hk_, j0) + j0 % kKvBlock * p_.kv.dv_pad;
+    // The micro-kernels prefetch the same rows of a block ahead as they read this one, so it is
+    // in flight during this one's arithmetic: from DRAM at S_k = 32768 (D = 128) one block
+    // ahead took f32 from 10.2 to 12.9 GB/s on one thread and from 20.3 to 29.3 on two.
+    // Prefetching the whole next block at once measured slower (8.8 GB/s): it floods the fill
+    // buffers. The distance is constant in bytes (32 KiB of K at D = 128), so a 16-bit cache
+    // looks two blocks ahead: one block measured 11.6 ms (bf16) / 9.7 ms (f16), two 9.0 / 8.4,
+    // while two blocks for f32 gained nothing (21.8 vs 21.4 ms). Past the end the distance is 0.
+    const std::int64_t next = j0 + kKvBlock * static_cast<std::int64_t>(4 / sizeof(Elem));
     const bool ahead = next < p_.kv.length(b_);
-    prefetch_k_ = ahead ? p_.kv.key_block(b_, hk_, next) - p_.kv.key_block(b_, hk_, j0) : 0;
-    prefetch_v_ = ahead ? p_.kv.value_block(b_, hk_, next) - p_.kv.value_block(b_, hk_, j0) : 0;
+    prefetch_k_ = ahead ? p_.kv.template key_block<Elem>(b_, hk_, next) -
+                              p_.kv.template key_block<Elem>(b_, hk_, j0)
+                        : 0;
+    prefetch_v_ = ahead ? p_.kv.template value_block<Elem>(b_, hk_, next) -
+                              p_.kv.template value_block<Elem>(b_, hk_, j0)
+                        : 0;
     std::int64_t row0 = 0;
     for (; row0 + static_cast<std::int64_t>(kRows) <= n_; row0 += kRows) {
       const TileKind kind = classify(row0, kRows, j0, global);
@@ -174,12 +185,12 @@ class CacheWorker {
 
   // kR rows × kWidth keys: Q·Kᵀ from the cache block, mask, online softmax, P·V.
   template <size_t kR>
-  void attend_rows(std::int64_t row0, std::int64_t j0, TileKind kind, const float* k_tile,
-                   const float* v_tile) {
+  void attend_rows(std::int64_t row0, std::int64_t j0, TileKind kind, const Elem* k_tile,
+                   const Elem* v_tile) {
     const std::int64_t dim = p_.kv.dim;
     const size_t dv_pad = static_cast<size_t>(p_.kv.dv_pad);
     float* s = scores();
-    MultiplyTile<Ops, kR, kKeyVecs, TileUpdate::kOverwrite, true>(
+    MultiplyTile<Ops, kR, kKeyVecs, TileUpdate::kOverwrite, true, Elem>(
         q() + row0 * dim, static_cast<size_t>(dim), k_tile, static_cast<size_t>(kKvBlock),
         static_cast<size_t>(dim), s, static_cast<size_t>(kWidth), nullptr, prefetch_k_);
     if (kind == TileKind::kRange) {
@@ -198,10 +209,10 @@ class CacheWorker {
         SoftmaxStep<Ops, kR, kKeyVecs>(s, m() + row0, sum_lanes() + row0 * kLanes, alpha());
     float* acc = o() + row0 * p_.kv.dv_pad;
     if (rescale) {
-      MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kScaleRowsThenAccumulate, true>(
+      MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kScaleRowsThenAccumulate, true, Elem>(
           s, kWidth, v_tile, dv_pad, kWidth, acc, dv_pad, alpha(), prefetch_v_);
     } else {
-      MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kAccumulate, true>(
+      MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kAccumulate, true, Elem>(
           s, kWidth, v_tile, dv_pad, kWidth, acc, dv_pad, nullptr, prefetch_v_);
     }
   }
@@ -221,8 +232,8 @@ class CacheWorker {
     }
   }
 
-  using RowsFn = void (CacheWorker::*)(std::int64_t, std::int64_t, TileKind, const float*,
-                                       const float*);
+  using RowsFn = void (CacheWorker::*)(std::int64_t, std::int64_t, TileKind, const Elem*,
+                                       const Elem*);
   template <size_t... kIs>
   static constexpr std::array<RowsFn, sizeof...(kIs)> RowsTable(std::index_sequence<kIs...>) {
     return {(kIs == 0 ? nullptr : &CacheWorker::attend_rows<(kIs == 0 ? 1 : kIs)>)...};
@@ -235,6 +246,6 @@ class CacheWorker {
   CacheScratchLayout layout_;
   float* scratch_;
   std::int64_t b_ = 0, hk_ = 0, r0_ = 0, n_ = 0, k0_ = 0, k1_ = 0;
-  std::ptrdiff_t prefetch_k_ = 0, prefetch_v_ = 0;  // floats from this block to the next
+  std::ptrdiff_t prefetch_k_ = 0, prefetch_v_ = 0;  // elements from this block to the next
   std::array<CacheKeyRange, kCacheRowTile> ranges_{};
 };

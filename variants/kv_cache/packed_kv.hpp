@@ -4,9 +4,12 @@
 // SCALAR 8), so any target reads the cache in place: a tile of W keys starting at token t0
 // of a block is the block's keys + t0 with row stride 64. dv_pad (D_v rounded up to 16
 // floats, one AVX-512 vector) is likewise a whole number of vectors on every target.
+// Elements are the cache's dtype (f32, bf16 or f16); the kernel is instantiated per dtype.
 #pragma once
 
 #include <cstdint>
+
+#include "seqattn/half.hpp"
 
 namespace seqattn::detail {
 
@@ -14,8 +17,9 @@ inline constexpr std::int64_t kKvBlock = 64;        // tokens per block
 inline constexpr std::int64_t kKvColumnAlign = 16;  // D_v padded to a multiple of this
 
 struct PackedKv {
-  const float* k = nullptr;               // [B][H_kv][blocks][D][kKvBlock]
-  const float* v = nullptr;               // [B][H_kv][blocks][kKvBlock][dv_pad]
+  const void* k = nullptr;                // [B][H_kv][blocks][D][kKvBlock]
+  const void* v = nullptr;                // [B][H_kv][blocks][kKvBlock][dv_pad]
+  DType dtype = DType::kF32;              // of k and v
   const std::int64_t* lengths = nullptr;  // [B]: tokens appended (absolute positions)
   std::int64_t batch = 0, heads_kv = 0, dim = 0, dim_v = 0, dv_pad = 0;
   std::int64_t capacity = 0;  // tokens kept per sequence
@@ -28,11 +32,14 @@ struct PackedKv {
     return lengths[b] > capacity ? lengths[b] - capacity : 0;
   }
   // The block holding absolute position j (a ring wraps over its storage blocks).
-  const float* key_block(std::int64_t b, std::int64_t hk, std::int64_t j) const {
-    return k + block_index(b, hk, j) * dim * kKvBlock;
+  // T is the dtype's element type (float, bfloat16 or float16).
+  template <class T>
+  const T* key_block(std::int64_t b, std::int64_t hk, std::int64_t j) const {
+    return static_cast<const T*>(k) + block_index(b, hk, j) * dim * kKvBlock;
   }
-  const float* value_block(std::int64_t b, std::int64_t hk, std::int64_t j) const {
-    return v + block_index(b, hk, j) * kKvBlock * dv_pad;
+  template <class T>
+  const T* value_block(std::int64_t b, std::int64_t hk, std::int64_t j) const {
+    return static_cast<const T*>(v) + block_index(b, hk, j) * kKvBlock * dv_pad;
   }
 
  private:

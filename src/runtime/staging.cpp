@@ -1,0 +1,142 @@
+#include "runtime/staging.hpp"
+
+#include <string>
+#include <type_traits>
+
+#include "simd/widen_halves.hpp"
+
+#include "seqattn/error.hpp"
+
+namespace seqattn::detail {
+namespace {
+
+// Row r of a [B, H, S, D] view (rows in b, h, s order).
+template <class T>
+T* row_of(const TensorView<T>& v, std::int64_t r) {
+  const auto& n = v.shape;
+  return v.ptr(r / (n[1] * n[2]), r / n[2] % n[1], r % n[2]);
+}
+
+// dst = convert(src) over any strides, rows spread over the threads when the copy is large
+// (a staging pass over a 4096 × 512 tensor is ~8 ms on one core). A contiguous half source
+// row is widened with SIMD (widen_halves.cc).
+template <class Src, class Dst, class Convert>
+void copy_view(const TensorView<const Src>& src, const TensorView<Dst>& dst, Convert convert) {
+  const auto& n = src.shape;
+  const std::int64_t rows = n[0] * n[1] * n[2], dim = n[3];
+  const bool big = rows * dim > (std::int64_t{1} << 16);
+#pragma omp parallel for schedule(static) if (big)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const Src* from = row_of(src, r);
+    Dst* to = row_of(dst, r);
+    if constexpr (std::is_same_v<Dst, float> && !std::is_same_v<Src, float>) {
+      if (src.strides[3] == 1 && dst.strides[3] == 1) {
+        if constexpr (std::is_same_v<Src, bfloat16>) {
+          widen_bf16(from, to, dim);
+        } else {
+          widen_f16(from, to, dim);
+        }
+        continue;
+      }
+    }
+    for (std::int64_t d = 0; d < dim; ++d)
+      to[d * dst.strides[3]] = convert(from[d * src.strides[3]]);
+  }
+}
+
+}  // namespace
+
+ByteRange bind_any(const std::string& name, const AnyConstTensor& view,
+                   const std::array<std::int64_t, 4>& planned) {
+  if (view.dtype != DType::kF32 && view.dtype != DType::kBF16 && view.dtype != DType::kF16) {
+    fail(name + ".dtype", "DType::kF32, kBF16 or kF16",
+         std::to_string(static_cast<int>(view.dtype)) + " (not a DType)");
+  }
+  const ByteRange range =
+      check_view(name, view.data, view.shape, view.strides, dtype_size(view.dtype));
+  if (view.shape != planned) {
+    fail(name + ".shape", shape_text(planned) + " (as planned)", shape_text(view.shape),
+         "make a plan for this shape");
+  }
+  return range;
+}
+
+void widen_to(const AnyConstTensor& src, float* dst) {
+  const auto& n = src.shape;
+  const TensorView<float> to = bhsd(dst, n[0], n[1], n[2], n[3]);
+  const auto widen = [](auto x) { return static_cast<float>(x); };
+  switch (src.dtype) {
+    case DType::kF32:
+      copy_view(src.as<float>(), to, widen);
+      break;
+    case DType::kBF16:
+      copy_view(src.as<bfloat16>(), to, widen);
+      break;
+    case DType::kF16:
+      copy_view(src.as<float16>(), to, widen);
+      break;
+  }
+}
+
+void narrow_into(const ConstTensor& src, const AnyTensor& dst) {
+  switch (dst.dtype) {
+    case DType::kF32:
+      copy_view(src, dst.as<float>(), [](float x) { return x; });
+      break;
+    case DType::kBF16:
+      copy_view(src, dst.as<bfloat16>(), [](float x) { return bfloat16(x); });
+      break;
+    case DType::kF16:
+      copy_view(src, dst.as<float16>(), [](float x) { return float16(x); });
+      break;
+  }
+}
+
+ConstTensor F32Staging::input(const std::string& name, const AnyConstTensor& view,
+                              const std::array<std::int64_t, 4>& planned) {
+  ranges_.emplace_back(name, bind_any(name, view, planned));
+  if (view.dtype == DType::kF32) return view.as<float>();
+  const auto& n = view.shape;
+  buffers_.push_back(hwy::AllocateAligned<float>(static_cast<size_t>(n[0] * n[1] * n[2] * n[3])));
+  float* copy = buffers_.back().get();
+  if (copy == nullptr) {
+    throw Error(ErrorKind::kInvalidArgument, name, "an fp32 copy that fits in memory",
+                shape_text(n), "the kernels widen half-precision inputs to fp32 first");
+  }
+  widen_to(view, copy);
+  return bhsd<const float>(copy, n[0], n[1], n[2], n[3]);
+}
+
+Tensor F32Staging::output(const AnyTensor& out, const std::array<std::int64_t, 4>& planned,
+                          const RunOutputs& outputs) {
+  const ByteRange ro = bind_any("out", out, planned);
+  check_no_self_overlap("out", out.shape, out.strides);
+  check_output_disjoint("out", ro, ranges_);
+  auto others = ranges_;
+  others.emplace_back("out", ro);
+  if (outputs.weights) {
+    const Tensor& w = *outputs.weights;
+    check_output_disjoint("weights",
+                          check_view("weights", w.data, w.shape, w.strides, sizeof(float)), others);
+  }
+  if (outputs.lse) {
+    const Tensor& l = *outputs.lse;
+    check_output_disjoint("lse", check_view("lse", l.data, l.shape, l.strides, sizeof(float)),
+                          others);
+  }
+  out_ = out;
+  if (out.dtype == DType::kF32) return staged_ = out.as<float>();
+  const auto& n = out.shape;
+  buffers_.push_back(hwy::AllocateAligned<float>(static_cast<size_t>(n[0] * n[1] * n[2] * n[3])));
+  if (buffers_.back() == nullptr) {
+    throw Error(ErrorKind::kInvalidArgument, "out", "an fp32 staging buffer that fits in memory",
+                shape_text(n));
+  }
+  return staged_ = bhsd(buffers_.back().get(), n[0], n[1], n[2], n[3]);
+}
+
+void F32Staging::finish() const {
+  if (out_.dtype != DType::kF32) narrow_into(staged_, out_);
+}
+
+}  // namespace seqattn::detail
