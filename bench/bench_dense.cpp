@@ -1,14 +1,16 @@
-// Dense flash attention across sequence lengths (GFLOP/s, O(N²) fit), the naive three-pass
-// baseline, and sliding-window attention at long lengths. Read GFLOP/s against BM_FmaPeak.
+// Dense flash attention across sequence lengths (GFLOP/s, O(N²) fit), the same in bf16/f16
+// (BM_DenseHalf), the naive three-pass baseline, and sliding-window attention at long lengths.
+// Read GFLOP/s against BM_FmaPeak.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
-#include "seqattn/attention.hpp"
+#include "seqattn/plan.hpp"
 
 namespace {
 
@@ -63,6 +65,49 @@ void BM_Dense(benchmark::State& state) {
 BENCHMARK(BM_Dense)
     ->ArgNames({"S", "D", "causal", "threads"})
     ->ArgsProduct({{128, 512, 1024, 2048, 4096, 8192, 16384}, {64, 128}, {0, 1}, {1, 0}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// q, k, v and out all in one dtype (0 f32, 1 bf16, 2 f16), through a plan, against the same
+// shape in f32 in the same binary (interleave them for the ratio). Args: S, D, causal, dtype.
+// One thread.
+void BM_DenseHalf(benchmark::State& state) {
+  const std::int64_t seq = state.range(0), dim = state.range(1);
+  const auto dtype = static_cast<seqattn::DType>(state.range(3));
+  Inputs in(kHeads, seq, dim);
+  std::vector<seqattn::bfloat16> b16[4];
+  std::vector<seqattn::float16> f16[4];
+  std::vector<float>* f32[4] = {&in.q, &in.k, &in.v, &in.out};
+  seqattn::AnyConstTensor views[3];
+  seqattn::AnyTensor out;
+  for (int t = 0; t < 4; ++t) {
+    for (const float x : *f32[t]) {
+      b16[t].push_back(seqattn::bfloat16(x));
+      f16[t].push_back(seqattn::float16(x));
+    }
+    seqattn::AnyTensor v = bhsd(f32[t]->data(), 1, kHeads, seq, dim);
+    if (dtype == seqattn::DType::kBF16) v = bhsd(b16[t].data(), 1, kHeads, seq, dim);
+    if (dtype == seqattn::DType::kF16) v = bhsd(f16[t].data(), 1, kHeads, seq, dim);
+    if (t < 3) views[t] = v;
+    if (t == 3) out = v;
+  }
+  seqattn::AttentionOptions options;
+  options.mask.causal = state.range(2) != 0;
+  options.threads = 1;
+  const seqattn::AttentionPlan plan =
+      seqattn::make_plan({1, kHeads, kHeads, seq, seq, dim, dim}, options);
+  seqattn::RunRecord record;
+  for (auto _ : state) {
+    record = plan.run(views[0], views[1], views[2], out);
+    benchmark::DoNotOptimize(out.data);
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(
+      record.flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(seqattn::to_string(dtype)) + " " + record.simd_target);
+}
+BENCHMARK(BM_DenseHalf)
+    ->ArgNames({"S", "D", "causal", "dtype"})
+    ->ArgsProduct({{4096}, {64, 128}, {0, 1}, {0, 1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -37,6 +37,7 @@ void check_cache(const char* name, double bound, std::int64_t heads_q, std::int6
                  const VariantSpec& spec, bool causal, KvCacheMode mode = KvCacheMode::kLinear) {
   const std::int64_t batch = static_cast<std::int64_t>(lengths.size());
   const std::int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  for (const std::int64_t len : lengths) ASSERT_GE(len, seq_q) << "the queries are the last S_q";
   CacheSequence seq(batch, heads_q, heads_kv, longest, dim, dim + 8, 21);
   testing::round_in_place<T>(seq.k);
   testing::round_in_place<T>(seq.v);
@@ -83,7 +84,7 @@ template <class T, class TQ>
 void check_shapes(const char* name, double bound) {
   SCOPED_TRACE(name);
   for (const std::int64_t seq_q : {1, 3, 17}) {
-    check_cache<T, TQ>(name, bound, 8, 2, 64, seq_q, {1, 64, 200}, DenseSpec{}, true);
+    check_cache<T, TQ>(name, bound, 8, 2, 64, seq_q, {seq_q, 64, 200}, DenseSpec{}, true);
     check_cache<T, TQ>(name, bound, 3, 3, 80, seq_q, {129, 17}, DenseSpec{}, false);
     check_cache<T, TQ>(name, bound, 4, 1, 32, seq_q, {300}, SlidingWindowSpec{40, 0, {}}, true);
   }
