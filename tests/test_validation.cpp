@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "seqattn/seqattn.hpp"
 #include "support/test_tensors.hpp"
@@ -184,6 +186,59 @@ TEST(Validation, MergePartialsShapes) {
   OwnedTensor b = make_tensor(1, 2, 4, 4, Layout::kBHSD, 3);
   EXPECT_THROW(merge_partials(a.cview(), la.cview(), b.cview(), la.cview(), a.view, la.view),
                Error);
+}
+
+}  // namespace
+}  // namespace seqattn
+
+namespace seqattn {
+namespace {
+
+// A thread count that reaches the OpenMP runtime is clamped to max_team_threads() = min(4 ×
+// processors, OMP_THREAD_LIMIT) (docs/architecture.md): 100000 used to overflow the runtime's
+// stack and 1 << 30 made it call exit(1). The result does not depend on the count, and
+// RunRecord::threads says which team ran.
+TEST(Threads, HugeCountsAreClampedAndGiveTheSameResult) {
+  const int cap = 4 * std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  Case base;
+  base.options.threads = 1;
+  attend(base.q.cview(), base.k.cview(), base.v.cview(), base.out.view, base.options);
+  for (const int threads : {100000, 1 << 30, std::numeric_limits<int>::max()}) {
+    SCOPED_TRACE(threads);
+    Case c;
+    c.options.threads = threads;
+    const RunRecord r = attend(c.q.cview(), c.k.cview(), c.v.cview(), c.out.view, c.options);
+    EXPECT_LE(r.threads, cap);
+    EXPECT_GE(r.threads, 1);
+    EXPECT_EQ(c.out.storage, base.out.storage);
+
+    // The cache path, the recurrent linear state and the MHA layer (projection GEMMs) too.
+    KvCache cache({2, 2, 16, 8, 3});
+    cache.append(c.k.cview(), c.v.cview());
+    const RunRecord rc = attend(c.q.cview(), cache, c.out.view, c.options);
+    EXPECT_LE(rc.threads, cap);
+    LinearAttentionState state(LinearSpec{}, {2, 4, 2, 8, 3}, std::nullopt, threads);
+    const OwnedTensor q6 = make_tensor(2, 4, 6, 8, Layout::kBHSD, 5);
+    OwnedTensor out6 = make_tensor(2, 4, 6, 3, Layout::kBHSD, 6);
+    state.step(q6.cview(), c.k.cview(), c.v.cview(), out6.view);
+    EXPECT_TRUE(std::isfinite(out6.view.at(1, 3, 5, 2)));
+    MhaConfig config;
+    config.d_model = 8;
+    config.num_heads = 2;
+    config.threads = threads;
+    MultiHeadAttention layer(config);
+    std::vector<float> w(64, 0.125f), x(2 * 5 * 8, 0.5f), y(x.size());
+    for (const Projection p :
+         {Projection::kQuery, Projection::kKey, Projection::kValue, Projection::kOutput}) {
+      layer.set_weights(p, w.data(), 8, 8);
+    }
+    layer.forward(SequenceView<const float>{x.data(), 2, 5, 8, 8},
+                  SequenceView<float>{y.data(), 2, 5, 8, 8});
+    EXPECT_NEAR(y[0], 0.5f, 1e-5f);  // constant rows: attention averages equal values
+  }
+  Case c;
+  c.options.threads = -1;
+  expect_rejected(c, "'threads'", "got -1");
 }
 
 }  // namespace

@@ -175,18 +175,15 @@ RunRecord AttentionPlan::run(const AnyConstTensor& q, const KvCache& cache, cons
   const Clock::time_point start = Clock::now();
   const detail::PlanState& st = *state_;
   detail::check_cache_run(st, cache, outputs);
+  // Half q or out: checked against the caller's views, then staged in fp32 (staging.hpp).
   detail::F32Staging staging;
-  const bool f32 = all_f32({q.dtype, out.dtype});
   ConstTensor q32 = q.as<float>();
   Tensor out32 = out.as<float>();
-  detail::ByteRange q_range;
-  if (f32) {
-    q_range = detail::bind_view("q", q32, st.planned.q.shape);
-  } else {
+  if (!all_f32({q.dtype, out.dtype})) {
     q32 = staging.input("q", q, st.planned.q.shape);
     out32 = staging.output(out, st.planned.out.shape, outputs);
-    q_range = detail::bind_view("q", q32, st.planned.q.shape);
   }
+  const detail::ByteRange q_range = detail::bind_view("q", q32, st.planned.q.shape);
   detail::Problem p = st.planned;
   p.q = q32;
   p = detail::bind_outputs(p, out32, outputs, {{"q", q_range}});

@@ -104,6 +104,7 @@ void print_record(const MhaRecord& record, bool json) {
 }
 
 void run_mha(const MhaFlags& f) {
+  npy::check_output_paths({{"--out", f.out}, {"--weights", f.weights}});
   npy::Array x = npy::load(f.x, "--x");
   const bool matrix_input = x.rank() == 2;
   if (matrix_input) x.shape.insert(x.shape.begin(), 1);

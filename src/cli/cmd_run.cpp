@@ -113,6 +113,7 @@ void run(const RunFlags& f) {
     throw Error(ErrorKind::kInvalidArgument, "--layout", "bhsd or bshd", "'" + f.layout + "'");
   }
   const bool bshd_layout = f.layout == "bshd";
+  npy::check_output_paths({{"--out", f.out}, {"--weights", f.weights}, {"--lse", f.lse}});
   AttentionOptions options;
   options.variant = make_spec(f.variant);
   options.mask.causal = f.causal;

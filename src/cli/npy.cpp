@@ -12,7 +12,9 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -302,15 +304,76 @@ void StagedOutputs::stage_npy(const std::string& path, const std::vector<std::in
 }
 
 void StagedOutputs::commit() {
+  struct stat st {};
+  for (const Pending& p : pending_) {
+    if (::stat(p.final_path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      throw Error(ErrorKind::kInvalidArgument, p.argument, "a file path",
+                  "'" + p.final_path + "', a directory");
+    }
+  }
+  // Existing targets move aside first (to their temp name + ".old"), so that a failed rename
+  // can restore every one of them.
+  std::vector<std::string> backups(pending_.size());
+  auto roll_back = [&](std::size_t published, const std::string& argument,
+                       const std::string& path) {
+    const std::string reason = io_reason();
+    for (std::size_t j = 0; j < published; ++j) std::remove(pending_[j].final_path.c_str());
+    for (std::size_t j = 0; j < pending_.size(); ++j) {
+      if (!backups[j].empty()) std::rename(backups[j].c_str(), pending_[j].final_path.c_str());
+    }
+    throw Error(ErrorKind::kIo, argument, "a writable path", "'" + path + "': " + reason,
+                "no output was changed");
+  };
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    const Pending& p = pending_[i];
+    if (::access(p.final_path.c_str(), F_OK) != 0) continue;
+    const std::string backup = p.temp_path + ".old";
+    if (std::rename(p.final_path.c_str(), backup.c_str()) != 0) {
+      roll_back(0, p.argument, p.final_path);
+    }
+    backups[i] = backup;
+  }
   for (std::size_t i = 0; i < pending_.size(); ++i) {
     const Pending& p = pending_[i];
     if (std::rename(p.temp_path.c_str(), p.final_path.c_str()) != 0) {
-      throw Error(ErrorKind::kIo, p.argument, "a writable path",
-                  "'" + p.final_path + "': " + io_reason());
+      roll_back(i, p.argument, p.final_path);
     }
     pending_[i].temp_path.clear();
   }
+  for (const std::string& b : backups) {
+    if (!b.empty()) std::remove(b.c_str());
+  }
   pending_.clear();
+}
+
+void check_output_paths(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  std::vector<std::pair<std::string, std::string>> seen;  // (canonical path, argument)
+  for (const auto& [argument, path] : outputs) {
+    if (path.empty()) continue;  // not requested
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      throw Error(ErrorKind::kInvalidArgument, argument, "a file path",
+                  "'" + path + "', a directory");
+    }
+    const std::size_t slash = path.rfind('/');
+    const std::string dir =
+        slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+    const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+    char resolved[PATH_MAX];
+    if (base.empty() || ::realpath(dir.c_str(), resolved) == nullptr) {
+      throw Error(ErrorKind::kIo, argument, "a file in an existing directory",
+                  "'" + path + "'" + (base.empty() ? "" : ": " + io_reason()));
+    }
+    const std::string canonical = std::string(resolved) + "/" + base;
+    for (const auto& [other_path, other_argument] : seen) {
+      if (other_path == canonical) {
+        throw Error(ErrorKind::kInvalidArgument, argument,
+                    "a path different from " + other_argument, "'" + path + "'",
+                    "two outputs on one file would leave only the last one");
+      }
+    }
+    seen.emplace_back(canonical, argument);
+  }
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes,

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "seqattn/half.hpp"
@@ -43,9 +44,16 @@ inline std::string encode(const std::vector<std::int64_t>& shape, const float* d
 // "(3, 2)" style text for messages.
 std::string shape_text(const std::vector<std::int64_t>& shape);
 
+// Checks a command's output paths before it computes anything: each (argument, path) must name
+// a file (not a directory) in an existing directory, and no two may be the same file. Throws
+// Error naming the argument.
+void check_output_paths(const std::vector<std::pair<std::string, std::string>>& outputs);
+
 // Collects output files and publishes them together. stage() writes the bytes to a temporary
-// file next to the target; commit() renames every staged file into place. Staged files that
-// were not committed (an exception in between) are removed by the destructor.
+// file next to the target; commit() moves every existing target aside, renames every staged
+// file into place, and on any failure puts every target back as it was (all or nothing).
+// Staged files that were not committed (an exception in between) are removed by the
+// destructor.
 class StagedOutputs {
  public:
   StagedOutputs() = default;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/threads.hpp"
 #include "runtime/validate.hpp"
 
 namespace seqattn::detail {
@@ -100,7 +101,7 @@ void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
   if (m < 0) fail("m", ">= 0", str(m));
   if (n < 0) fail("n", ">= 0", str(n));
   if (k < 0) fail("k", ">= 0", str(k));
-  if (threads < 0) fail("threads", ">= 0 (0 = all cores)", str(threads));
+  const int wanted = resolve_threads(threads, "threads");
   const bool ta = trans_a == Transpose::kYes, tb = trans_b == Transpose::kYes;
   check_operand("a", a, m == 0 || k == 0, ta ? m : k, lda);
   check_operand("b", b, k == 0 || n == 0, tb ? k : n, ldb);
@@ -128,7 +129,6 @@ void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
   // Resolving the blocking first also initialises Highway's target choice before any thread
   // calls through the dispatch table.
   const GemmBlockingInfo blocking = HWY_DYNAMIC_DISPATCH(TargetBlocking)();
-  const int wanted = threads == 0 ? omp_get_max_threads() : threads;
   const std::vector<GemmRect> rects =
       split_rectangles(g.m, g.n, g.k, static_cast<std::size_t>(blocking.mr),
                        static_cast<std::size_t>(blocking.nr), wanted);

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "mha/mha_impl.hpp"
+#include "runtime/threads.hpp"
 #include "runtime/validate.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/mha.hpp"
@@ -62,8 +63,7 @@ MultiHeadAttention::MultiHeadAttention(const MhaConfig& config) : impl_(std::mak
                  "grouped-query attention shares each K/V head among "
                  "num_heads / num_kv_heads query heads");
   }
-  if (config.threads < 0)
-    detail::fail("config.threads", ">= 0 (0 = all cores)", str(config.threads));
+  detail::resolve_threads(config.threads, "config.threads");  // negative: Error
   Impl& m = *impl_;
   m.config = config;
   m.d_k = config.d_model / config.num_heads;

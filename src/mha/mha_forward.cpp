@@ -7,6 +7,7 @@
 
 #include "gemm/gemm.hpp"
 #include "mha/mha_impl.hpp"
+#include "runtime/threads.hpp"
 #include "runtime/validate.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/mha.hpp"
@@ -55,7 +56,7 @@ detail::ByteRange span_of(const SequenceView<float>& s) {
 // rows × cols block (ld apart) += bias broadcast over rows.
 void add_bias(float* c, std::int64_t rows, std::int64_t cols, std::int64_t ld, const float* bias,
               int threads) {
-  const int nt = threads == 0 ? omp_get_max_threads() : threads;
+  const int nt = detail::resolve_threads(threads, "threads");
 #pragma omp parallel for num_threads(nt) schedule(static) if (rows * cols > (1 << 16))
   for (std::int64_t r = 0; r < rows; ++r) {
     float* row = c + r * ld;

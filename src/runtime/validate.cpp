@@ -1,5 +1,7 @@
 #include "runtime/validate.hpp"
 
+#include "runtime/threads.hpp"
+
 #include <omp.h>
 
 #include <algorithm>
@@ -193,8 +195,7 @@ Problem plan_problem(const AttentionShape& shape, const AttentionOptions& option
   } else {
     p.scale = 1.0f / std::sqrt(static_cast<float>(p.dim()));
   }
-  if (options.threads < 0) fail("threads", ">= 0 (0 = all cores)", str(options.threads));
-  p.threads = options.threads == 0 ? omp_get_max_threads() : options.threads;
+  p.threads = resolve_threads(options.threads, "threads");
   return p;
 }
 

@@ -334,6 +334,37 @@ TEST_F(CliTest, RunReadsAndWritesHalfPrecisionFiles) {
   EXPECT_FALSE(exists("out16.npy"));
 }
 
+// Output paths are checked before anything is computed, two outputs may not share a file, and
+// a failure changes no existing file; a huge --threads is clamped, not fatal.
+TEST_F(CliTest, OutputsAreAllOrNothingAndThreadsAreClamped) {
+  write_document_example();
+  const std::string inputs =
+      "run --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy");
+  const std::string old_out = "previous contents";
+  std::ofstream(path("o.npy"), std::ios::binary) << old_out;
+  ::mkdir(path("dir.npy").c_str(), 0700);
+  Result r = run(inputs + " --out " + path("o.npy") + " --weights " + path("dir.npy"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("'--weights'"), std::string::npos) << r.err;
+  EXPECT_EQ(read(path("o.npy")), old_out);
+  r = run(inputs + " --out " + path("o.npy") + " --lse " + dir_ + "/./o.npy");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("'--lse'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("different from --out"), std::string::npos) << r.err;
+  EXPECT_EQ(read(path("o.npy")), old_out);
+  r = run(inputs + " --out " + path("missing/o.npy"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("'--out'"), std::string::npos) << r.err;
+  // Nothing staged is left behind in the directory.
+  for (const std::string& name : entries())
+    EXPECT_EQ(name.find(".tmp."), std::string::npos) << name;
+  r = run(inputs + " --out " + path("o.npy") + " --threads 100000 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_LE(j["threads"].get<int>(), 4 * 4096);
+  EXPECT_EQ(npy::load(path("o.npy"), "out").shape, (std::vector<std::int64_t>{3, 2}));
+}
+
 TEST_F(CliTest, BenchTakesDtypesAndCountsStoredCacheBytes) {
   Result r =
       run("bench --json --heads 4 --kv-heads 2 --seq 300 --seq-q 1 --dim 16 --kv-dtype "

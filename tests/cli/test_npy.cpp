@@ -157,6 +157,40 @@ TEST_F(NpyTest, HalfArraysRoundTripAndU2NeedsTheBf16Flag) {
   expect_load_error("short16.npy", ErrorKind::kInvalidArgument, "6 data bytes");
 }
 
+// A commit that cannot publish every output publishes none: existing files keep their bytes.
+TEST_F(NpyTest, CommitIsAllOrNothing) {
+  write_raw("a.npy", "old a");
+  {
+    npy::StagedOutputs staged;
+    staged.stage(path("a.npy"), "new a", "--out");
+    staged.stage(path("b.npy"), "new b", "--lse");
+    ::mkdir(path("b.npy").c_str(), 0700);  // b became a directory after staging
+    try {
+      staged.commit();
+      ADD_FAILURE() << "commit over a directory did not throw";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.argument(), "--lse") << e.what();
+    }
+  }
+  EXPECT_EQ(read_all(path("a.npy")), "old a");
+  for (const std::string& name : entries())
+    EXPECT_EQ(name.find(".tmp."), std::string::npos) << name;
+  // And a commit that can publish everything replaces the old file.
+  npy::StagedOutputs staged;
+  staged.stage(path("a.npy"), "new a", "--out");
+  staged.stage(path("c.npy"), "new c", "--lse");
+  staged.commit();
+  EXPECT_EQ(read_all(path("a.npy")), "new a");
+  EXPECT_EQ(read_all(path("c.npy")), "new c");
+  for (const std::string& name : entries()) EXPECT_EQ(name.find(".old"), std::string::npos) << name;
+  // Two outputs on one file, a directory, and a missing directory are refused up front.
+  EXPECT_THROW(npy::check_output_paths({{"--out", path("x.npy")}, {"--lse", dir_ + "/./x.npy"}}),
+               Error);
+  EXPECT_THROW(npy::check_output_paths({{"--out", path("b.npy")}}), Error);
+  EXPECT_THROW(npy::check_output_paths({{"--out", path("nowhere/x.npy")}}), Error);
+  npy::check_output_paths({{"--out", path("x.npy")}, {"--weights", ""}, {"--lse", path("y.npy")}});
+}
+
 TEST_F(NpyTest, StagedOutputsAppearOnlyOnCommit) {
   const float x[1] = {1.0f};
   {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/threads.hpp"
 #include "runtime/validate.hpp"
 #include "variants/linear/linear_core.hpp"
 
@@ -60,11 +61,11 @@ LinearAttentionState::LinearAttentionState(const LinearSpec& spec, const LinearS
   check_shape(shape);
   if (scale && !std::isfinite(*scale))
     detail::fail("scale", "a finite number", std::to_string(*scale));
-  if (threads < 0) detail::fail("threads", ">= 0 (0 = all cores)", str(threads));
+  const int team = detail::resolve_threads(threads, "threads");
   const float s = scale ? *scale : 1.0f / std::sqrt(static_cast<float>(shape.dim));
   impl_->shape = shape;
   impl_->plan = detail::make_linear_plan(spec, shape.dim, shape.dim_v, s);
-  impl_->threads = threads == 0 ? omp_get_max_threads() : threads;
+  impl_->threads = team;
   impl_->heads.resize(static_cast<std::size_t>(shape.batch * shape.heads_kv));
   impl_->workspaces.assign(static_cast<std::size_t>(impl_->threads),
                            detail::LinearWorkspace(impl_->plan));

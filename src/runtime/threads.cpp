@@ -1,0 +1,23 @@
+#include "runtime/threads.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "runtime/validate.hpp"
+
+namespace seqattn::detail {
+
+int max_team_threads() {
+  const int procs = std::max(1, omp_get_num_procs());
+  const int limit = std::max(1, omp_get_thread_limit());
+  return std::min(limit, 4 * procs);
+}
+
+int resolve_threads(int requested, const std::string& argument) {
+  if (requested < 0) fail(argument, ">= 0 (0 = all cores)", std::to_string(requested));
+  const int wanted = requested == 0 ? omp_get_max_threads() : requested;
+  return std::clamp(wanted, 1, max_team_threads());
+}
+
+}  // namespace seqattn::detail
