@@ -1,10 +1,12 @@
 // Every bad argument raises seqattn::Error naming the argument, and leaves `out` untouched.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "seqattn/seqattn.hpp"
@@ -143,7 +145,7 @@ TEST(Validation, MaskAndBiasShapes) {
   std::vector<std::uint8_t> keep(2 * 4 * 5 * 6, 1);
   Case c;
   c.options.mask.keep = TensorView<const std::uint8_t>{keep.data(), {2, 4, 5, 5}, {120, 30, 6, 1}};
-  expect_rejected(c, "mask.keep.shape[3] (dim)", "got 5");
+  expect_rejected(c, "mask.keep.shape[3] (S_k)", "got 5");
   Case d;
   d.options.mask.keep = TensorView<const std::uint8_t>{keep.data(), {2, 3, 5, 6}, {120, 30, 6, 1}};
   expect_rejected(d, "mask.keep.shape[1] (heads)", "got 3");
@@ -151,6 +153,11 @@ TEST(Validation, MaskAndBiasShapes) {
   Case e;
   e.options.mask.bias = bias.cview();
   expect_rejected(e, "mask.bias.shape[0] (batch)", "got 3");
+  // Mask axes are named as the mask's own (S_q, S_k), not a tensor's (seq, dim).
+  OwnedTensor short_bias = make_tensor(1, 1, 4, 6, Layout::kBHSD, 9);
+  Case f;
+  f.options.mask.bias = short_bias.cview();
+  expect_rejected(f, "mask.bias.shape[2] (S_q)", "got 4");
 }
 
 TEST(Validation, WeightsAndLseShapes) {
@@ -239,6 +246,38 @@ TEST(Threads, HugeCountsAreClampedAndGiveTheSameResult) {
   Case c;
   c.options.threads = -1;
   expect_rejected(c, "'threads'", "got -1");
+}
+
+}  // namespace
+}  // namespace seqattn
+
+namespace seqattn {
+namespace {
+
+// Sizes whose products overflow are Errors naming the argument, never std::bad_alloc, a
+// wrapped-around allocation or an internal operand's name.
+TEST(Sizes, MhaOverflowingSequencesAreErrors) {
+  MhaConfig config;
+  config.d_model = 8;
+  config.num_heads = 2;
+  MultiHeadAttention layer(config);
+  std::vector<float> w(64, 0.125f), x(64), y(64);
+  for (const Projection p :
+       {Projection::kQuery, Projection::kKey, Projection::kValue, Projection::kOutput}) {
+    layer.set_weights(p, w.data(), 8, 8);
+  }
+  const std::int64_t huge = std::int64_t{1} << 40;
+  for (const auto& [batch, seq] : {std::pair{huge, huge}, std::pair{std::int64_t{1} << 31, huge}}) {
+    try {
+      layer.forward(SequenceView<const float>{x.data(), batch, seq, 8, 8},
+                    SequenceView<float>{y.data(), batch, seq, 8, 8});
+      ADD_FAILURE() << "no error for batch " << batch << " seq " << seq;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("'x (batch x seq x row stride)'"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](float v) { return v == 0.0f; }));
 }
 
 }  // namespace

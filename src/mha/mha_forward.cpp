@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <chrono>
+#include <new>
 #include <string>
 
 #include "gemm/gemm.hpp"
@@ -35,6 +36,8 @@ void check_sequence(const std::string& name, const SequenceView<T>& s, std::int6
     detail::fail(name + ".row_stride", "0 (contiguous) or >= features = " + str(s.features),
                  str(s.row_stride));
   }
+  // The span of the rows in bytes (UBSan found this product overflowing unchecked).
+  detail::checked_product({s.batch, s.seq, s.stride(), 4}, name + " (batch x seq x row stride)");
 }
 
 void check_out(const SequenceView<float>& out, const SequenceView<const float>& x_q,
@@ -131,9 +134,21 @@ MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
   // Workspace: projected Q|K|V (self) or Q then K|V (cross), then the concatenated heads.
   const std::int64_t q_ld = self ? m.qkv_width : d_model;
   const std::int64_t kv_ld = self ? m.qkv_width : 2 * m.kv_width;
-  const std::int64_t proj_floats = self ? rows_q * m.qkv_width : rows_q * d_model + rows_kv * kv_ld;
-  const std::int64_t concat_floats = m.config.output_projection ? rows_q * d_model : 0;
-  float* const ws = m.scratch(static_cast<std::size_t>(proj_floats + concat_floats));
+  const std::int64_t proj_floats =
+      self ? detail::checked_product({rows_q, m.qkv_width}, "workspace (rows x Q|K|V width)")
+           : detail::checked_product({rows_q, d_model}, "workspace (rows_q x d_model)") +
+                 detail::checked_product({rows_kv, kv_ld}, "workspace (rows_kv x K|V width)");
+  const std::int64_t concat_floats =
+      m.config.output_projection ? detail::checked_product({rows_q, d_model}, "workspace") : 0;
+  const std::int64_t ws_floats =
+      detail::checked_product({proj_floats + concat_floats, 4}, "workspace bytes") / 4;
+  float* ws = nullptr;
+  try {
+    ws = m.scratch(static_cast<std::size_t>(ws_floats));
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorKind::kInvalidArgument, "x", "a workspace that fits in memory",
+                str(ws_floats * 4) + " bytes for the projections", "use a smaller batch or seq");
+  }
   float* const q = ws;
   float* const kv = self ? ws + d_model : ws + rows_q * d_model;
   float* const concat = ws + proj_floats;

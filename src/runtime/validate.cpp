@@ -13,15 +13,22 @@
 namespace seqattn::detail {
 namespace {
 
-constexpr const char* kAxis[4] = {"batch", "heads", "seq", "dim"};
+// Axis labels in messages: masks, biases and weights are [B, H, S_q, S_k]; every other
+// tensor is [B, H, S, D].
+const char* axis_label(const std::string& name, int axis) {
+  static constexpr const char* kTensor[4] = {"batch", "heads", "seq", "dim"};
+  static constexpr const char* kScores[4] = {"batch", "heads", "S_q", "S_k"};
+  const bool scores = name.rfind("mask.", 0) == 0 || name == "weights";
+  return (scores ? kScores : kTensor)[axis];
+}
 
 std::string str(std::int64_t x) { return std::to_string(x); }
 
 void expect_extent(const std::string& name, int axis, std::int64_t actual, std::int64_t expected,
                    const std::string& why) {
   if (actual != expected) {
-    fail(name + ".shape[" + str(axis) + "] (" + kAxis[axis] + ")", str(expected) + " (" + why + ")",
-         str(actual));
+    fail(name + ".shape[" + str(axis) + "] (" + axis_label(name, axis) + ")",
+         str(expected) + " (" + why + ")", str(actual));
   }
 }
 
@@ -57,6 +64,22 @@ void check_output_disjoint(const std::string& name, const ByteRange& range,
   }
 }
 
+std::int64_t checked_product(std::initializer_list<std::int64_t> factors,
+                             const std::string& argument) {
+  std::int64_t product = 1;
+  bool fits = true;
+  for (const std::int64_t f : factors) {
+    fits = fits && f >= 0 && !__builtin_mul_overflow(product, f, &product) &&
+           product <= (std::int64_t{1} << 62);
+  }
+  if (!fits) {
+    std::string text;
+    for (const std::int64_t f : factors) text += (text.empty() ? "" : " x ") + std::to_string(f);
+    fail(argument, "sizes whose product fits in 2^62", text);
+  }
+  return product;
+}
+
 std::string shape_text(const std::array<std::int64_t, 4>& shape) {
   std::ostringstream s;
   s << '[' << shape[0] << ", " << shape[1] << ", " << shape[2] << ", " << shape[3] << ']';
@@ -71,7 +94,7 @@ ByteRange check_view(const std::string& name, const void* data,
   std::int64_t count = 1;
   for (int a = 0; a < 4; ++a) {
     if (shape[a] < 1)
-      fail(name + ".shape[" + str(a) + "] (" + kAxis[a] + ")", ">= 1", str(shape[a]));
+      fail(name + ".shape[" + str(a) + "] (" + axis_label(name, a) + ")", ">= 1", str(shape[a]));
     if (strides[a] < 0) {
       fail(name + ".strides[" + str(a) + "]", ">= 0", str(strides[a]),
            "negative strides are not supported; pass a view over the reversed data instead");
