@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api/kv_cache_access.hpp"
+#include "runtime/element_types.hpp"
 #include "runtime/validate.hpp"
 
 namespace seqattn {
@@ -83,29 +84,6 @@ std::int64_t check_tokens(const KvCacheShape& s, std::int64_t batches, const Any
   return n;
 }
 
-// The stored element of x: a copy in f32, rounded to nearest even in bf16/f16.
-template <class Dst, class Src>
-Dst to_stored(Src x) {
-  if constexpr (std::is_same_v<Dst, float>) {
-    return static_cast<float>(x);
-  } else {
-    return Dst(static_cast<float>(x));
-  }
-}
-
-// Calls f(Src{}) for the C++ type of `dtype`.
-template <class F>
-void with_element(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kF32:
-      return f(float{});
-    case DType::kBF16:
-      return f(bfloat16{});
-    case DType::kF16:
-      return f(float16{});
-  }
-}
-
 }  // namespace
 
 void KvCache::Impl::check_room(std::int64_t b, std::int64_t n) const {
@@ -122,9 +100,9 @@ void KvCache::Impl::check_room(std::int64_t b, std::int64_t n) const {
 
 void KvCache::Impl::pack(const AnyConstTensor& k, const AnyConstTensor& v, std::int64_t first_batch,
                          std::int64_t batches) {
-  with_element(k.dtype, [&](auto src) {
+  detail::visit_element(k.dtype, [&](auto src) {
     using Src = decltype(src);
-    with_element(shape.dtype, [&](auto dst) {
+    detail::visit_element(shape.dtype, [&](auto dst) {
       pack_typed<Src, decltype(dst)>(k.as<Src>(), v.as<Src>(), first_batch, batches);
     });
   });
@@ -153,8 +131,9 @@ void KvCache::Impl::pack_typed(const TensorView<const Src>& k, const TensorView<
       const Src* ks = k.ptr(lb, hk, t);
       const Src* vs = v.ptr(lb, hk, t);
       for (std::int64_t d = 0; d < shape.dim; ++d)
-        kb[d * kKvBlock] = to_stored<Dst>(ks[d * k.strides[3]]);
-      for (std::int64_t d = 0; d < shape.dim_v; ++d) vb[d] = to_stored<Dst>(vs[d * v.strides[3]]);
+        kb[d * kKvBlock] = detail::convert_element<Dst>(ks[d * k.strides[3]]);
+      for (std::int64_t d = 0; d < shape.dim_v; ++d)
+        vb[d] = detail::convert_element<Dst>(vs[d * v.strides[3]]);
     }
   }
   for (std::int64_t lb = 0; lb < batches; ++lb) lengths[static_cast<size_t>(first_batch + lb)] += n;

@@ -330,13 +330,7 @@ HalfReport run_half(const ReportConfig& c) {
         if (dtype == DType::kF32) {
           f32_out = w.out;
         } else {
-          std::vector<float> widened;
-          widened.reserve(w.out16.size());
-          for (const std::uint16_t b : w.out16) {
-            widened.push_back(dtype == DType::kBF16 ? static_cast<float>(bfloat16::from_bits(b))
-                                                    : static_cast<float>(float16::from_bits(b)));
-          }
-          p.error_vs_f32 = relative_error(widened, f32_out);
+          p.error_vs_f32 = relative_error(w.out_values(), f32_out);
         }
         r.points.push_back(p);
         char line[200];

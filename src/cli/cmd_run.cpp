@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/npy.hpp"
 #include "cli/variant_flags.hpp"
+#include "runtime/element_types.hpp"
 #include "seqattn/error.hpp"
 
 namespace seqattn::cli {
@@ -51,60 +52,44 @@ Input load_input(const std::string& path, const std::string& argument, bool bshd
                 "rank " + std::to_string(in.array.rank()) + " shape " + npy::shape_text(s) +
                     " in '" + path + "'");
   }
-  switch (in.array.dtype) {
-    case DType::kF32:
-      in.view = view_of(in.array.data.data(), s, bshd_layout);
-      break;
-    case DType::kBF16:
-      in.view = view_of(reinterpret_cast<const bfloat16*>(in.array.bits.data()), s, bshd_layout);
-      break;
-    case DType::kF16:
-      in.view = view_of(reinterpret_cast<const float16*>(in.array.bits.data()), s, bshd_layout);
-      break;
-  }
+  detail::visit_element(in.array.dtype, [&](auto elem) {
+    in.view = view_of(static_cast<const decltype(elem)*>(in.array.raw()), s, bshd_layout);
+  });
   return in;
 }
 
-// An output buffer of any dtype with the file shape it is saved under and its view.
+// An output file's array (its shape is the file's) and the [B, H, S, D] view over it.
 struct Output {
-  DType dtype = DType::kF32;
-  std::vector<float> data;          // f32
-  std::vector<std::uint16_t> bits;  // bf16 / f16
-  std::vector<std::int64_t> file_shape;
+  npy::Array array;
   AnyTensor view;
 
-  const void* raw() const {
-    return dtype == DType::kF32 ? static_cast<const void*>(data.data()) : bits.data();
-  }
   Tensor f32_view() const { return view.as<float>(); }
+  void stage(npy::StagedOutputs& staged, const std::string& path, const char* argument) const {
+    staged.stage_npy(path, array.shape, array.dtype, array.raw(), argument);
+  }
 };
 
 Output make_output(std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d, bool as_matrix,
                    bool bshd_layout, DType dtype = DType::kF32) {
   Output o;
-  o.dtype = dtype;
+  o.array.dtype = dtype;
   if (as_matrix) {
-    o.file_shape = {s, d};
+    o.array.shape = {s, d};
   } else if (bshd_layout) {
-    o.file_shape = {b, s, h, d};
+    o.array.shape = {b, s, h, d};
   } else {
-    o.file_shape = {b, h, s, d};
+    o.array.shape = {b, h, s, d};
   }
   const std::size_t count = static_cast<std::size_t>(b * h * s * d);
-  switch (dtype) {
-    case DType::kF32:
-      o.data.assign(count, 0.0f);
-      o.view = view_of(o.data.data(), o.file_shape, bshd_layout);
-      break;
-    case DType::kBF16:
-      o.bits.assign(count, 0);
-      o.view = view_of(reinterpret_cast<bfloat16*>(o.bits.data()), o.file_shape, bshd_layout);
-      break;
-    case DType::kF16:
-      o.bits.assign(count, 0);
-      o.view = view_of(reinterpret_cast<float16*>(o.bits.data()), o.file_shape, bshd_layout);
-      break;
+  if (dtype == DType::kF32) {
+    o.array.data.assign(count, 0.0f);
+  } else {
+    o.array.bits.assign(count, 0);
   }
+  detail::visit_element(dtype, [&](auto elem) {
+    using T = decltype(elem);
+    o.view = view_of(static_cast<T*>(o.array.raw()), o.array.shape, bshd_layout);
+  });
   return o;
 }
 
@@ -140,23 +125,23 @@ void run(const RunFlags& f) {
   }
   if (!f.lse.empty()) {
     lse = make_output(batch, heads, seq_q, 1, false, false);
-    lse->file_shape = as_matrix ? std::vector<std::int64_t>{seq_q}
-                                : std::vector<std::int64_t>{batch, heads, seq_q};
+    lse->array.shape = as_matrix ? std::vector<std::int64_t>{seq_q}
+                                 : std::vector<std::int64_t>{batch, heads, seq_q};
     options.lse = lse->f32_view();
   }
 
   const RunRecord record = attend(q.view, k.view, v.view, out.view, options);
 
   npy::StagedOutputs staged;
-  staged.stage_npy(f.out, out.file_shape, out.dtype, out.raw(), "--out");
-  if (weights) staged.stage_npy(f.weights, weights->file_shape, weights->data.data(), "--weights");
-  if (lse) staged.stage_npy(f.lse, lse->file_shape, lse->data.data(), "--lse");
+  out.stage(staged, f.out, "--out");
+  if (weights) weights->stage(staged, f.weights, "--weights");
+  if (lse) lse->stage(staged, f.lse, "--lse");
   staged.commit();
 
   if (f.json) {
     nlohmann::json j = record_json(record);
     j["out"] = f.out;
-    j["out_shape"] = out.file_shape;
+    j["out_shape"] = out.array.shape;
     std::cout << j.dump(2) << std::endl;
   } else {
     std::cerr << "seqattn run: " << record_line(record) << "\n";

@@ -77,6 +77,17 @@ AnyConstTensor Workload::v_view() const {
   return typed_view(shape.kv_dtype, v.data(), v16.data(), shape.batch, shape.kv_heads, shape.seq,
                     shape.dim_v);
 }
+std::vector<float> Workload::out_values() const {
+  if (shape.dtype == DType::kF32) return out;
+  std::vector<float> values;
+  values.reserve(out16.size());
+  for (const std::uint16_t b : out16) {
+    values.push_back(shape.dtype == DType::kBF16 ? static_cast<float>(bfloat16::from_bits(b))
+                                                 : static_cast<float>(float16::from_bits(b)));
+  }
+  return values;
+}
+
 AnyTensor Workload::out_view() {
   return typed_view(shape.dtype, out.data(), out16.data(), shape.batch, shape.heads, shape.seq,
                     shape.dim_v);

@@ -34,6 +34,8 @@ struct Workload {
   AnyConstTensor k_view() const;
   AnyConstTensor v_view() const;
   AnyTensor out_view();
+  // The output's values as floats (widened from out16 when the output is half).
+  std::vector<float> out_values() const;
 };
 
 struct Timing {

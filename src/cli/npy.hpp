@@ -26,6 +26,7 @@ struct Array {
   const void* raw() const {
     return dtype == DType::kF32 ? static_cast<const void*>(data.data()) : bits.data();
   }
+  void* raw() { return dtype == DType::kF32 ? static_cast<void*>(data.data()) : bits.data(); }
 };
 
 // Loads a format 1.0/2.0/3.0 .npy file in C order with dtype '<f4' (f32), '<f2' (f16) or,

@@ -3,6 +3,7 @@
 #include <string>
 #include <type_traits>
 
+#include "runtime/element_types.hpp"
 #include "simd/widen_halves.hpp"
 
 #include "seqattn/error.hpp"
@@ -17,11 +18,11 @@ T* row_of(const TensorView<T>& v, std::int64_t r) {
   return v.ptr(r / (n[1] * n[2]), r / n[2] % n[1], r % n[2]);
 }
 
-// dst = convert(src) over any strides, rows spread over the threads when the copy is large
-// (a staging pass over a 4096 × 512 tensor is ~8 ms on one core). A contiguous half source
-// row is widened with SIMD (widen_halves.cc).
-template <class Src, class Dst, class Convert>
-void copy_view(const TensorView<const Src>& src, const TensorView<Dst>& dst, Convert convert) {
+// dst = src converted (convert_element) over any strides, rows spread over the threads when the
+// copy is large (a staging pass over a 4096 × 512 tensor is ~8 ms on one core). A contiguous half
+// source row is widened with SIMD (widen_halves.cc).
+template <class Src, class Dst>
+void copy_view(const TensorView<const Src>& src, const TensorView<Dst>& dst) {
   const auto& n = src.shape;
   const std::int64_t rows = n[0] * n[1] * n[2], dim = n[3];
   const bool big = rows * dim > (std::int64_t{1} << 16);
@@ -40,7 +41,7 @@ void copy_view(const TensorView<const Src>& src, const TensorView<Dst>& dst, Con
       }
     }
     for (std::int64_t d = 0; d < dim; ++d)
-      to[d * dst.strides[3]] = convert(from[d * src.strides[3]]);
+      to[d * dst.strides[3]] = convert_element<Dst>(from[d * src.strides[3]]);
   }
 }
 
@@ -63,33 +64,13 @@ ByteRange bind_any(const std::string& name, const AnyConstTensor& view,
 
 void widen_to(const AnyConstTensor& src, float* dst) {
   const auto& n = src.shape;
-  const TensorView<float> to = bhsd(dst, n[0], n[1], n[2], n[3]);
-  const auto widen = [](auto x) { return static_cast<float>(x); };
-  switch (src.dtype) {
-    case DType::kF32:
-      copy_view(src.as<float>(), to, widen);
-      break;
-    case DType::kBF16:
-      copy_view(src.as<bfloat16>(), to, widen);
-      break;
-    case DType::kF16:
-      copy_view(src.as<float16>(), to, widen);
-      break;
-  }
+  visit_element(src.dtype, [&](auto elem) {
+    copy_view(src.as<decltype(elem)>(), bhsd(dst, n[0], n[1], n[2], n[3]));
+  });
 }
 
 void narrow_into(const ConstTensor& src, const AnyTensor& dst) {
-  switch (dst.dtype) {
-    case DType::kF32:
-      copy_view(src, dst.as<float>(), [](float x) { return x; });
-      break;
-    case DType::kBF16:
-      copy_view(src, dst.as<bfloat16>(), [](float x) { return bfloat16(x); });
-      break;
-    case DType::kF16:
-      copy_view(src, dst.as<float16>(), [](float x) { return float16(x); });
-      break;
-  }
+  visit_element(dst.dtype, [&](auto elem) { copy_view(src, dst.as<decltype(elem)>()); });
 }
 
 ConstTensor F32Staging::input(const std::string& name, const AnyConstTensor& view,
@@ -97,12 +78,7 @@ ConstTensor F32Staging::input(const std::string& name, const AnyConstTensor& vie
   ranges_.emplace_back(name, bind_any(name, view, planned));
   if (view.dtype == DType::kF32) return view.as<float>();
   const auto& n = view.shape;
-  buffers_.push_back(hwy::AllocateAligned<float>(static_cast<size_t>(n[0] * n[1] * n[2] * n[3])));
-  float* copy = buffers_.back().get();
-  if (copy == nullptr) {
-    throw Error(ErrorKind::kInvalidArgument, name, "an fp32 copy that fits in memory",
-                shape_text(n), "the kernels widen half-precision inputs to fp32 first");
-  }
+  float* copy = allocate(name, n);
   widen_to(view, copy);
   return bhsd<const float>(copy, n[0], n[1], n[2], n[3]);
 }
@@ -127,12 +103,17 @@ Tensor F32Staging::output(const AnyTensor& out, const std::array<std::int64_t, 4
   out_ = out;
   if (out.dtype == DType::kF32) return staged_ = out.as<float>();
   const auto& n = out.shape;
-  buffers_.push_back(hwy::AllocateAligned<float>(static_cast<size_t>(n[0] * n[1] * n[2] * n[3])));
+  return staged_ = bhsd(allocate("out", n), n[0], n[1], n[2], n[3]);
+}
+
+float* F32Staging::allocate(const std::string& name, const std::array<std::int64_t, 4>& shape) {
+  buffers_.push_back(
+      hwy::AllocateAligned<float>(static_cast<size_t>(shape[0] * shape[1] * shape[2] * shape[3])));
   if (buffers_.back() == nullptr) {
-    throw Error(ErrorKind::kInvalidArgument, "out", "an fp32 staging buffer that fits in memory",
-                shape_text(n));
+    throw Error(ErrorKind::kInvalidArgument, name, "an fp32 staging copy that fits in memory",
+                shape_text(shape), "half-precision arguments are staged in fp32");
   }
-  return staged_ = bhsd(buffers_.back().get(), n[0], n[1], n[2], n[3]);
+  return buffers_.back().get();
 }
 
 void F32Staging::finish() const {

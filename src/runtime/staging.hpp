@@ -43,6 +43,9 @@ class F32Staging {
   void finish() const;
 
  private:
+  // A contiguous fp32 buffer of `shape` owned by this object (Error naming `name` if none).
+  float* allocate(const std::string& name, const std::array<std::int64_t, 4>& shape);
+
   std::vector<std::pair<std::string, ByteRange>> ranges_;  // the caller's inputs
   std::vector<hwy::AlignedFreeUniquePtr<float[]>> buffers_;
   AnyTensor out_;

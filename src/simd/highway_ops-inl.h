@@ -49,12 +49,12 @@ struct FloatOps {
     return hn::BitCast(D(), hn::ShiftLeft<16>(hn::PromoteTo(du, bits)));
   }
   static HWY_INLINE V LoadWide(const float16* p) {
-#if HWY_TARGET <= HWY_AVX2
-    const hn::Rebind<hwy::float16_t, D> dh;
-    return hn::PromoteTo(D(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
-#else
-    return WidenHalfBits(p);
-#endif
+    if constexpr (HWY_TARGET <= HWY_AVX2) {
+      const hn::Rebind<hwy::float16_t, D> dh;
+      return hn::PromoteTo(D(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+    } else {
+      return WidenHalfBits(p);
+    }
   }
   static HWY_INLINE V WidenHalfBits(const float16* p) {
     const hn::Rebind<uint16_t, D> d16;

@@ -11,6 +11,7 @@
 #include <array>
 #include <utility>
 
+#include "src/runtime/element_types.hpp"
 #include "src/simd/exp2-inl.h"
 #include "src/simd/highway_ops-inl.h"
 #include "variants/dense/flash_kernel_deps.hpp"
@@ -101,15 +102,9 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
 
 // One instantiation per cache dtype: the element type is fixed for a whole run.
 void CacheAttentionOnTarget(const CacheProblem& p, float* workspace) {
-  using Ops = simd::HWY_NAMESPACE::FloatOps;
-  switch (p.kv.dtype) {
-    case DType::kF32:
-      return CacheAttention<Ops, float>(p, workspace);
-    case DType::kBF16:
-      return CacheAttention<Ops, bfloat16>(p, workspace);
-    case DType::kF16:
-      return CacheAttention<Ops, float16>(p, workspace);
-  }
+  visit_element(p.kv.dtype, [&](auto elem) {
+    CacheAttention<simd::HWY_NAMESPACE::FloatOps, decltype(elem)>(p, workspace);
+  });
 }
 
 }  // namespace seqattn::detail::HWY_NAMESPACE
