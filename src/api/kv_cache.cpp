@@ -151,21 +151,21 @@ KvCache::KvCache(const KvCacheShape& shape, KvCacheMode mode) : impl_(std::make_
   Impl& m = *impl_;
   m.shape = shape;
   m.mode = mode;
-  m.blocks = (shape.capacity + kKvBlock - 1) / kKvBlock;
+  // Rounded up without forming capacity + 63, which overflows for a capacity near 2^63.
+  m.blocks = shape.capacity / kKvBlock + (shape.capacity % kKvBlock != 0 ? 1 : 0);
   if (shape.dtype != DType::kF32 && shape.dtype != DType::kBF16 && shape.dtype != DType::kF16) {
     fail("shape.dtype", "DType::kF32, kBF16 or kF16",
          str(static_cast<std::int64_t>(shape.dtype)) + " (not a DType)");
   }
   m.elem_bytes = dtype_size(shape.dtype);
-  m.dv_pad =
-      (shape.dim_v + detail::kKvColumnAlign - 1) / detail::kKvColumnAlign * detail::kKvColumnAlign;
-  std::int64_t pairs = 0, k_total = 0, v_total = 0;
-  if (__builtin_mul_overflow(shape.batch, shape.heads_kv, &pairs) ||
-      __builtin_mul_overflow(m.blocks * kKvBlock, shape.dim, &m.k_elems) ||
-      __builtin_mul_overflow(m.blocks * kKvBlock, m.dv_pad, &m.v_elems) ||
-      __builtin_mul_overflow(pairs, m.k_elems, &k_total) ||
-      __builtin_mul_overflow(pairs, m.v_elems, &v_total) || k_total > (std::int64_t{1} << 40) ||
-      v_total > (std::int64_t{1} << 40)) {
+  m.dv_pad = shape.dim_v / detail::kKvColumnAlign * detail::kKvColumnAlign +
+             (shape.dim_v % detail::kKvColumnAlign != 0 ? detail::kKvColumnAlign : 0);
+  const std::int64_t pairs = detail::checked_product({shape.batch, shape.heads_kv}, "shape");
+  m.k_elems = detail::checked_product({m.blocks, kKvBlock, shape.dim}, "shape (K per sequence)");
+  m.v_elems = detail::checked_product({m.blocks, kKvBlock, m.dv_pad}, "shape (V per sequence)");
+  const std::int64_t k_total = detail::checked_product({pairs, m.k_elems}, "shape (K)");
+  const std::int64_t v_total = detail::checked_product({pairs, m.v_elems}, "shape (V)");
+  if (k_total > (std::int64_t{1} << 40) || v_total > (std::int64_t{1} << 40)) {
     fail("shape", "a cache of at most 2^40 elements for K and for V",
          detail::shape_text(
              {shape.batch, shape.heads_kv, shape.capacity, std::max(shape.dim, shape.dim_v)}));

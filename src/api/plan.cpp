@@ -10,6 +10,7 @@
 #include "api/kv_cache_access.hpp"
 #include "api/plan_state.hpp"
 #include "runtime/staging.hpp"
+#include "runtime/threads.hpp"
 #include "runtime/validate.hpp"
 #include "seqattn/error.hpp"
 
@@ -76,7 +77,7 @@ RunRecord record_of(const detail::PlanState& st, const detail::Cost& cost, int t
   record.reason = st.reason;
   record.flops = cost.flops;
   record.bytes = cost.bytes;
-  record.threads = threads;
+  record.threads = detail::team_here(threads);
   record.simd_target = simd_target();
   record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return record;

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 
 #include "seqattn/error.hpp"
@@ -144,6 +145,111 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return s + ")";
 }
 
+namespace {
+
+// Copies up to `n` bytes at `offset` of the input into `to` and returns how many it copied.
+using ReadBytes = std::function<std::uint64_t(std::uint64_t offset, std::uint64_t n, char* to)>;
+
+// Where an array's elements are and what they are: the header, checked against the input's size.
+struct Layout {
+  DType dtype = DType::kF32;
+  std::vector<std::int64_t> shape;
+  std::uint64_t data_offset = 0;
+  std::uint64_t count = 0;  // elements
+};
+
+DType dtype_of_descr(const std::string& descr, bool u2_is_bf16, const std::string& path,
+                     const std::string& argument) {
+  if (descr == "<f4") return DType::kF32;
+  if (descr == "<f2") return DType::kF16;
+  if (descr == "<u2" && u2_is_bf16) return DType::kBF16;
+  bad_file(argument, path,
+           "dtype '<f4' (float32), '<f2' (float16) or, with --dtype bf16, '<u2' (bfloat16 bits)",
+           "dtype '" + descr + "'" +
+               (descr == "<u2" ? " (pass --dtype bf16 to read it as bfloat16 bits)" : ""));
+}
+
+// The element count of `shape`, refusing a product that exceeds what `size` bytes can hold
+// (and so never overflowing).
+std::uint64_t element_count(const std::vector<std::int64_t>& shape, std::uint64_t size,
+                            const std::string& path, const std::string& argument) {
+  std::uint64_t count = 1;
+  for (const std::int64_t extent : shape) {
+    const auto e = static_cast<std::uint64_t>(extent);
+    if (e != 0 && count > size / e) {
+      bad_file(argument, path, "a data section matching the shape",
+               "shape " + shape_text(shape) + " larger than the file");
+    }
+    count *= e;
+  }
+  return count;
+}
+
+Layout parse_layout(const ReadBytes& read, std::uint64_t size, const std::string& path,
+                    const std::string& argument, bool u2_is_bf16) {
+  unsigned char prefix[12] = {};
+  const std::uint64_t got = read(0, sizeof prefix, reinterpret_cast<char*>(prefix));
+  if (got < 10 || std::memcmp(prefix, kMagic, kMagicSize) != 0) {
+    bad_file(argument, path, "an .npy file (magic \\x93NUMPY)", "not an .npy file (bad magic)");
+  }
+  const int major = prefix[6];
+  if (major < 1 || major > 3) {
+    bad_file(argument, path, ".npy format version 1.0, 2.0 or 3.0",
+             "version " + std::to_string(major) + "." + std::to_string(prefix[7]));
+  }
+  const int length_bytes = major == 1 ? 2 : 4;
+  const std::uint64_t header_len = read_le(prefix + 8, length_bytes);
+  Layout layout;
+  layout.data_offset = 8 + length_bytes + header_len;
+  if (got < static_cast<std::uint64_t>(8 + length_bytes) || layout.data_offset > size) {
+    bad_file(argument, path, "a complete .npy header", "the file ends inside the header");
+  }
+  std::string header_text(header_len, '\0');
+  if (read(8 + length_bytes, header_len, header_text.data()) != header_len) {
+    throw Error(ErrorKind::kIo, argument, "a readable .npy file", "'" + path + "': read failed");
+  }
+  const Header h = parse_header(header_text, path, argument);
+  layout.dtype = dtype_of_descr(h.descr, u2_is_bf16, path, argument);
+  if (h.fortran_order) {
+    bad_file(argument, path, "C order (fortran_order False)", "a Fortran-order array");
+  }
+  layout.shape = h.shape;
+  layout.count = element_count(h.shape, size, path, argument);
+  const std::uint64_t width = dtype_size(layout.dtype);
+  const std::uint64_t data_bytes = size - layout.data_offset;
+  if (data_bytes != layout.count * width) {
+    bad_file(argument, path,
+             std::to_string(layout.count * width) + " data bytes for shape " + shape_text(h.shape),
+             std::to_string(data_bytes) +
+                 (data_bytes < layout.count * width ? " (truncated)" : " (trailing bytes)"));
+  }
+  return layout;
+}
+
+Array read_array(const ReadBytes& read, std::uint64_t size, const std::string& path,
+                 const std::string& argument, bool u2_is_bf16) {
+  const Layout layout = parse_layout(read, size, path, argument, u2_is_bf16);
+  Array a;
+  a.shape = layout.shape;
+  a.dtype = layout.dtype;
+  char* target = nullptr;
+  if (layout.dtype == DType::kF32) {
+    a.data.resize(layout.count);
+    target = reinterpret_cast<char*>(a.data.data());
+  } else {
+    a.bits.resize(layout.count);
+    target = reinterpret_cast<char*>(a.bits.data());
+  }
+  const std::uint64_t width = dtype_size(layout.dtype);
+  if (read(layout.data_offset, layout.count * width, target) != layout.count * width) {
+    throw Error(ErrorKind::kIo, argument, "a readable .npy file", "'" + path + "': read failed");
+  }
+  swap_if_big_endian(target, layout.count, width);
+  return a;
+}
+
+}  // namespace
+
 Array load(const std::string& path, const std::string& argument, bool u2_is_bf16) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
@@ -156,78 +262,23 @@ Array load(const std::string& path, const std::string& argument, bool u2_is_bf16
   if (!in) {
     throw Error(ErrorKind::kIo, argument, "a readable .npy file", "'" + path + "': " + io_reason());
   }
-  const auto file_size = static_cast<std::uint64_t>(in.tellg());
-  in.seekg(0);
-  unsigned char prefix[12] = {};
-  in.read(reinterpret_cast<char*>(prefix), sizeof prefix);
-  const auto got = static_cast<std::uint64_t>(in.gcount());
-  if (got < 10 || std::memcmp(prefix, kMagic, kMagicSize) != 0) {
-    bad_file(argument, path, "an .npy file (magic \\x93NUMPY)", "not an .npy file (bad magic)");
-  }
-  const int major = prefix[6];
-  if (major < 1 || major > 3) {
-    bad_file(argument, path, ".npy format version 1.0, 2.0 or 3.0",
-             "version " + std::to_string(major) + "." + std::to_string(prefix[7]));
-  }
-  const int length_bytes = major == 1 ? 2 : 4;
-  const std::uint64_t header_len = read_le(prefix + 8, length_bytes);
-  const std::uint64_t data_offset = 8 + length_bytes + header_len;
-  if (got < static_cast<std::uint64_t>(8 + length_bytes) || data_offset > file_size) {
-    bad_file(argument, path, "a complete .npy header", "the file ends inside the header");
-  }
-  std::string header_text(header_len, '\0');
-  in.seekg(static_cast<std::streamoff>(8 + length_bytes));
-  in.read(header_text.data(), static_cast<std::streamsize>(header_len));
-  const Header h = parse_header(header_text, path, argument);
-  DType dtype = DType::kF32;
-  if (h.descr == "<f2") {
-    dtype = DType::kF16;
-  } else if (h.descr == "<u2" && u2_is_bf16) {
-    dtype = DType::kBF16;
-  } else if (h.descr != "<f4") {
-    bad_file(argument, path,
-             "dtype '<f4' (float32), '<f2' (float16) or, with --dtype bf16, '<u2' (bfloat16 bits)",
-             "dtype '" + h.descr + "'" +
-                 (h.descr == "<u2" ? " (pass --dtype bf16 to read it as bfloat16 bits)" : ""));
-  }
-  const std::uint64_t width = dtype_size(dtype);
-  if (h.fortran_order) {
-    bad_file(argument, path, "C order (fortran_order False)", "a Fortran-order array");
-  }
-  std::uint64_t count = 1;
-  for (const std::int64_t extent : h.shape) {
-    const auto e = static_cast<std::uint64_t>(extent);
-    if (e != 0 && count > file_size / e) {
-      bad_file(argument, path, "a data section matching the shape",
-               "shape " + shape_text(h.shape) + " larger than the file");
-    }
-    count *= e;
-  }
-  const std::uint64_t data_bytes = file_size - data_offset;
-  if (data_bytes != count * width) {
-    bad_file(argument, path,
-             std::to_string(count * width) + " data bytes for shape " + shape_text(h.shape),
-             std::to_string(data_bytes) +
-                 (data_bytes < count * width ? " (truncated)" : " (trailing bytes)"));
-  }
-  Array a;
-  a.shape = h.shape;
-  a.dtype = dtype;
-  char* target = nullptr;
-  if (dtype == DType::kF32) {
-    a.data.resize(count);
-    target = reinterpret_cast<char*>(a.data.data());
-  } else {
-    a.bits.resize(count);
-    target = reinterpret_cast<char*>(a.bits.data());
-  }
-  in.seekg(static_cast<std::streamoff>(data_offset));
-  in.read(target, static_cast<std::streamsize>(count * width));
-  if (static_cast<std::uint64_t>(in.gcount()) != count * width) {
-    throw Error(ErrorKind::kIo, argument, "a readable .npy file", "'" + path + "': read failed");
-  }
-  swap_if_big_endian(target, count, width);
-  return a;
+  const auto size = static_cast<std::uint64_t>(in.tellg());
+  const ReadBytes read = [&in](std::uint64_t offset, std::uint64_t n, char* to) {
+    in.clear();
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(to, static_cast<std::streamsize>(n));
+    return static_cast<std::uint64_t>(in.gcount());
+  };
+  return read_array(read, size, path, argument, u2_is_bf16);
+}
+
+Array decode(std::string_view bytes, const std::string& argument, bool u2_is_bf16) {
+  const ReadBytes read = [bytes](std::uint64_t offset, std::uint64_t n, char* to) {
+    const std::uint64_t copied = offset >= bytes.size() ? 0 : std::min(n, bytes.size() - offset);
+    if (copied > 0) std::memcpy(to, bytes.data() + offset, copied);
+    return copied;
+  };
+  return read_array(read, bytes.size(), "<memory>", argument, u2_is_bf16);
 }
 
 std::string encode(const std::vector<std::int64_t>& shape, DType dtype, const void* data) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,8 @@ struct Array {
 // "--q"). Throws Error(kIo) when the file cannot be read, or Error(kInvalidArgument) for a bad
 // magic, an unsupported version, dtype or order, or a truncated data section.
 Array load(const std::string& path, const std::string& argument, bool u2_is_bf16 = false);
+// The same for the bytes of a whole .npy file in memory (messages name the path '<memory>').
+Array decode(std::string_view bytes, const std::string& argument, bool u2_is_bf16 = false);
 
 // The bytes of an .npy file (format 1.0, or 2.0 when the header needs it) for `shape`/`data`:
 // '<f4', '<f2' or, for bf16, '<u2'.

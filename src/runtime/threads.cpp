@@ -20,4 +20,8 @@ int resolve_threads(int requested, const std::string& argument) {
   return std::clamp(wanted, 1, max_team_threads());
 }
 
+int team_here(int threads) {
+  return omp_get_active_level() >= omp_get_max_active_levels() ? 1 : threads;
+}
+
 }  // namespace seqattn::detail

@@ -17,4 +17,9 @@ int max_team_threads();
 // The team a requested count runs with (see above); `argument` names it in the Error.
 int resolve_threads(int requested, const std::string& argument);
 
+// The team a region of `threads` actually gets when it starts here: 1 inside a caller's active
+// parallel region when nesting is off (omp_get_active_level() >= omp_get_max_active_levels(),
+// the default), where OpenMP runs it on the calling thread alone. What RunRecord::threads says.
+int team_here(int threads);
+
 }  // namespace seqattn::detail

@@ -379,7 +379,14 @@ TEST_F(CliTest, BenchTakesDtypesAndCountsStoredCacheBytes) {
   j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["dtype"], "f16");
   EXPECT_EQ(j["kv_dtype"], "f16");
-  EXPECT_GT(j["gflops"].get<double>(), 0.0);
+  // Dense, B = 1, H = 2, S = 64, D = D_v = 16: 4·B·H·S²·D FLOPs, and GFLOP/s is that over the
+  // median time of the same JSON.
+  const double flops = 4.0 * 1 * 2 * 64 * 64 * 16;
+  EXPECT_EQ(j["flops"].get<double>(), flops);
+  const double median_seconds = j["median_ms"].get<double>() * 1e-3;
+  ASSERT_GT(median_seconds, 0.0);
+  EXPECT_NEAR(j["gflops"].get<double>(), flops / median_seconds * 1e-9,
+              1e-12 * j["gflops"].get<double>());
   r = run("bench --seq 64 --kv-dtype int8");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("'--kv-dtype'"), std::string::npos) << r.err;
@@ -480,8 +487,17 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   ASSERT_TRUE(j.contains("half_precision"));
   const nlohmann::json& half = j["half_precision"]["points"];
   ASSERT_EQ(half.size(), 6u);  // S = 1024, 4096 × f32, bf16, f16 at 1 thread
+  const nlohmann::json& hp = j["half_precision"];
   for (const auto& p : half) {
-    EXPECT_GT(p["gflops"].get<double>(), 0.0);
+    // Dense, non-causal, D_v = D: 4·B·H·S²·D FLOPs over the median time.
+    const double s = p["seq"].get<double>();
+    const double flops = 4.0 * hp["batch"].get<double>() * hp["heads"].get<double>() * s * s *
+                         hp["dim"].get<double>();
+    const double median_seconds = p["median_ms"].get<double>() * 1e-3;
+    ASSERT_GT(median_seconds, 0.0) << p;
+    EXPECT_NEAR(p["gflops"].get<double>(), flops / median_seconds * 1e-9,
+                1e-12 * p["gflops"].get<double>())
+        << p;
     if (p["dtype"] == "f32") continue;
     // The end-to-end error of bf16/f16 inputs and output against the f32 run.
     EXPECT_LT(p["error_vs_f32"].get<double>(), p["dtype"] == "bf16" ? 1e-2 : 2e-3) << p;

@@ -253,7 +253,8 @@ TEST(Mha, RecordSplitsTheTime) {
   const MhaRecord r = layer.forward(sequence(x, 3, 20, 64), sequence(out, 3, 20, 64));
   EXPECT_EQ(r.attention.variant, Variant::kDense);
   EXPECT_DOUBLE_EQ(r.projection_flops, 2.0 * 60 * 64 * (3 * 64) + 2.0 * 60 * 64 * 64);
-  EXPECT_GT(r.attention.flops, 0.0);
+  // Dense: 4·B·H·S_q·S_k·d_k (2·(d_k + d_v) per pair), d_k = 64 / 4 = 16.
+  EXPECT_EQ(r.attention.flops, 4.0 * 3 * 4 * 20 * 20 * 16);
   EXPECT_GE(r.attention_seconds, r.attention.seconds);
   EXPECT_GE(r.total_seconds, r.projection_seconds + r.attention_seconds);
 }

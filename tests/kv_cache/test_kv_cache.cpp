@@ -3,6 +3,7 @@
 // global tokens, lse, thread-count determinism and concurrent runs of one plan.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -26,6 +27,32 @@ struct DecodeCase {
   std::int64_t heads_q, heads_kv, dim, dim_v, seq_q;
   bool causal;
 };
+
+// The (query, key) pairs the new queries of every sequence see: query i of sequence b sits at
+// position pos = length(b) - S_q + i and sees key j < length(b) when causal allows it
+// (j <= pos) and, for a window, when j is in [pos - left, pos + right] or pos or j is a
+// global token.
+double visible_pairs(const std::vector<std::int64_t>& lengths, std::int64_t seq_q,
+                     const VariantSpec& spec, bool causal) {
+  const auto* window = std::get_if<SlidingWindowSpec>(&spec);
+  auto global = [&](std::int64_t p) {
+    return window != nullptr &&
+           std::find(window->global_tokens.begin(), window->global_tokens.end(), p) !=
+               window->global_tokens.end();
+  };
+  double pairs = 0;
+  for (const std::int64_t length : lengths) {
+    for (std::int64_t pos = length - seq_q; pos < length; ++pos) {
+      for (std::int64_t j = 0; j < length; ++j) {
+        if (causal && j > pos) continue;
+        const bool band =
+            window == nullptr || (j >= pos - window->left && j <= pos + window->right);
+        pairs += band || global(pos) || global(j) ? 1 : 0;
+      }
+    }
+  }
+  return pairs;
+}
 
 // Fills each sequence b with lengths[b] tokens, appended in random-size pieces, and checks the
 // last S_q queries of every sequence against the reference.
@@ -59,7 +86,10 @@ void check_decode(const DecodeCase& c, const std::vector<std::int64_t>& lengths,
   options.threads = threads;
   options.lse = lse.view;
   const RunRecord record = attend(q.cview(), cache, out.view, options);
-  EXPECT_GT(record.flops, 0);
+  // 2·(D + D_v) FLOPs per visible (query, key) pair and query head (cache_cost in
+  // src/api/plan_cache.cpp), the pairs counted from the visibility rule.
+  EXPECT_EQ(record.flops, 2.0 * static_cast<double>((c.dim + c.dim_v) * c.heads_q) *
+                              visible_pairs(lengths, c.seq_q, spec, c.causal));
   for (std::int64_t b = 0; b < batch; ++b) {
     const CacheSequence::Reference ref = seq.reference(b, lengths[b], c.seq_q, spec, c.causal);
     const double err = suffix_error(out.view, b, ref);

@@ -1,5 +1,6 @@
-// Row-at-a-time dense attention in float: correct for every mask, stride and shape. It is the
-// path for the attention-weights output (dense and sliding window).
+// The attention-weights output (dense and sliding window), row at a time in float, from the
+// log-sum-exp the flash kernel produced for the same call: weights = exp(score - lse). So a
+// call that asks for weights gets the same out and lse, bit for bit, as one that does not.
 #pragma once
 
 #include "variants/attention_variant.hpp"
@@ -7,7 +8,8 @@
 
 namespace seqattn::detail {
 
-// Rows see only the pairs `pattern` allows (KeyPattern::dense() for all).
-void dense_rows_forward(const Problem& p, const KeyPattern& pattern);
+// Writes p.weights (which must be set) for the pairs `pattern` allows (KeyPattern::dense() for
+// all), given lse [B, H_q, S_q, 1] of the same problem.
+void dense_weights_forward(const Problem& p, const KeyPattern& pattern, const Tensor& lse);
 
 }  // namespace seqattn::detail

@@ -32,14 +32,24 @@ class DenseVariant final : public AttentionVariant {
 
 }  // namespace
 
-// The row-at-a-time kernel materialises one row of scores, so it computes out, lse and the
-// weights together.
+// The weights come from a second pass over the scores with the kernel's own lse, so asking for
+// them changes neither out nor lse (the kernel runs as it would without them).
 void softmax_forward(const Problem& p, const KeyPattern& pattern) {
-  if (p.weights) {
-    dense_rows_forward(p, pattern);
-  } else {
+  if (!p.weights) {
     flash_forward(p, pattern);
+    return;
   }
+  Problem kernel = p;
+  kernel.weights.reset();
+  std::vector<float> lse_rows;
+  if (!kernel.lse) {
+    lse_rows.resize(static_cast<std::size_t>(p.batch() * p.heads_q() * p.seq_q()));
+    kernel.lse = Tensor{lse_rows.data(),
+                        {p.batch(), p.heads_q(), p.seq_q(), 1},
+                        {p.heads_q() * p.seq_q(), p.seq_q(), 1, 1}};
+  }
+  flash_forward(kernel, pattern);
+  dense_weights_forward(p, pattern, *kernel.lse);
 }
 
 const AttentionVariant& dense_variant() {

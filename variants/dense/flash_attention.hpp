@@ -7,11 +7,11 @@
 namespace seqattn::detail {
 
 // out (and lse when asked) for every (b, h, i) under the mask combined with `pattern`.
-// Does not write attention weights (see dense_rows_forward for that).
+// Does not write attention weights (see dense_weights_forward for that).
 void flash_forward(const Problem& p, const KeyPattern& pattern);
 
-// The softmax variants' run: the flash kernel, or the row-at-a-time kernel when weights are
-// asked for (the flash kernel never forms them).
+// The softmax variants' run: the flash kernel, then, when weights are asked for, a pass that
+// forms them from the kernel's lse (so out and lse never depend on whether they were asked).
 void softmax_forward(const Problem& p, const KeyPattern& pattern);
 
 }  // namespace seqattn::detail

@@ -1,0 +1,277 @@
+#include "fuzz_case.hpp"
+
+#include <algorithm>
+
+namespace seqattn::fuzz {
+namespace {
+
+// x + d without overflowing (the fuzzer's own arithmetic must be defined on wild extents).
+std::int64_t nudged(std::int64_t x, std::int64_t d) {
+  std::int64_t r = 0;
+  return __builtin_add_overflow(x, d, &r) ? x : r;
+}
+
+DType fuzz_dtype(FuzzedDataProvider& fdp) {
+  switch (fdp.ConsumeIntegralInRange<int>(0, 7)) {
+    case 0:
+      return DType::kBF16;
+    case 1:
+      return DType::kF16;
+    default:
+      return DType::kF32;
+  }
+}
+
+// A value that is usually ordinary and sometimes zero, negative or not finite.
+float fuzz_float(FuzzedDataProvider& fdp, float lo, float hi) {
+  constexpr float kOdd[] = {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(), 1e30f};
+  if (fdp.ConsumeIntegralInRange<int>(0, 15) == 0)
+    return kOdd[fdp.ConsumeIntegralInRange<int>(0, 4)];
+  return fdp.ConsumeFloatingPointInRange<float>(lo, hi);
+}
+
+VariantSpec fuzz_variant(FuzzedDataProvider& fdp, const Case& c) {
+  switch (fdp.ConsumeIntegralInRange<int>(0, 4)) {
+    case 1: {
+      SlidingWindowSpec w;
+      w.left = fdp.ConsumeIntegralInRange<std::int64_t>(-1, 30);
+      w.right = fdp.ConsumeIntegralInRange<std::int64_t>(-1, 30);
+      const int globals = fdp.ConsumeIntegralInRange<int>(0, 3);
+      for (int g = 0; g < globals; ++g) {
+        w.global_tokens.push_back(
+            fdp.ConsumeIntegralInRange<std::int64_t>(-1, std::clamp<std::int64_t>(c.seq_k, 0, 64)));
+      }
+      return w;
+    }
+    case 2: {
+      LinearSpec l;
+      l.feature_map = static_cast<FeatureMap>(fdp.ConsumeIntegralInRange<int>(0, 2));
+      if (fdp.ConsumeBool()) l.num_features = fuzz_extent(fdp, 40);
+      l.seed = fdp.ConsumeIntegral<std::uint8_t>();
+      if (fdp.ConsumeBool()) l.epsilon = fuzz_float(fdp, 0.0f, 1e-2f);
+      return l;
+    }
+    case 3: {
+      LinformerSpec l;
+      l.proj_len = fuzz_extent(fdp, 16);
+      l.seed = fdp.ConsumeIntegral<std::uint8_t>();
+      return l;
+    }
+    case 4:
+      return AutoSpec{};
+    default:
+      return DenseSpec{};
+  }
+}
+
+void fuzz_mask(FuzzedDataProvider& fdp, Case& c) {
+  Mask& m = c.options.mask;
+  m.causal = fdp.ConsumeBool();
+  if (fdp.ConsumeIntegralInRange<int>(0, 3) == 0) {
+    const std::int64_t n =
+        fdp.ConsumeIntegralInRange<int>(0, 7) == 0 ? 2 : std::clamp<std::int64_t>(c.batch, 0, 4);
+    for (std::int64_t b = 0; b < n; ++b) {
+      m.key_lengths.push_back(fdp.ConsumeIntegralInRange<std::int64_t>(
+          -1, std::clamp<std::int64_t>(c.seq_k, 0, 64) + 1));
+    }
+  }
+  const bool small = c.batch > 0 && c.batch <= 3 && c.heads_q > 0 && c.heads_q <= 9 &&
+                     c.seq_q > 0 && c.seq_q <= 24 && c.seq_k > 0 && c.seq_k <= 40;
+  if (!small) return;
+  const std::int64_t mb = fdp.ConsumeBool() ? c.batch : 1, mh = fdp.ConsumeBool() ? c.heads_q : 1;
+  const std::array<std::int64_t, 4> shape{mb, mh, c.seq_q, c.seq_k};
+  const std::array<std::int64_t, 4> strides{mh * c.seq_q * c.seq_k, c.seq_q * c.seq_k, c.seq_k, 1};
+  const std::uint32_t seed = fdp.ConsumeIntegral<std::uint32_t>();
+  std::mt19937 gen(seed);
+  if (fdp.ConsumeIntegralInRange<int>(0, 3) == 0) {
+    c.keep.resize(static_cast<std::size_t>(mb * mh * c.seq_q * c.seq_k));
+    for (auto& x : c.keep) x = gen() % 4 != 0;
+    m.keep = TensorView<const std::uint8_t>{c.keep.data(), shape, strides};
+  }
+  if (fdp.ConsumeIntegralInRange<int>(0, 7) == 0) {
+    c.bias.resize(static_cast<std::size_t>(mb * mh * c.seq_q * c.seq_k));
+    std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+    for (auto& x : c.bias) x = dist(gen);
+    m.bias = ConstTensor{c.bias.data(), shape, strides};
+  }
+}
+
+void fuzz_options(FuzzedDataProvider& fdp, Case& c) {
+  c.options.variant = fuzz_variant(fdp, c);
+  fuzz_mask(fdp, c);
+  if (fdp.ConsumeIntegralInRange<int>(0, 3) == 0) c.options.scale = fuzz_float(fdp, 0.05f, 2.0f);
+  constexpr int kWildThreads[] = {-1, 1 << 30, std::numeric_limits<int>::max(), 64};
+  c.options.threads = fdp.ConsumeIntegralInRange<int>(0, 15) == 0
+                          ? kWildThreads[fdp.ConsumeIntegralInRange<int>(0, 3)]
+                          : fdp.ConsumeIntegralInRange<int>(0, 3);
+}
+
+std::array<std::int64_t, 4> maybe_perturbed(FuzzedDataProvider& fdp,
+                                            std::array<std::int64_t, 4> shape) {
+  if (fdp.ConsumeIntegralInRange<int>(0, 15) == 0) {
+    std::int64_t& e = shape[fdp.ConsumeIntegralInRange<int>(0, 3)];
+    e = nudged(e, fdp.ConsumeBool() ? 1 : -1);
+  }
+  return shape;
+}
+
+void fuzz_operands(FuzzedDataProvider& fdp, Case& c) {
+  const std::array<std::int64_t, 4> qs = maybe_perturbed(fdp, {c.batch, c.heads_q, c.seq_q, c.dim});
+  const std::array<std::int64_t, 4> ks =
+      maybe_perturbed(fdp, {c.batch, c.heads_kv, c.seq_k, c.dim});
+  const std::array<std::int64_t, 4> vs =
+      maybe_perturbed(fdp, {c.batch, c.heads_kv, c.seq_k, c.dim_v});
+  const std::array<std::int64_t, 4> os =
+      maybe_perturbed(fdp, {c.batch, c.heads_q, c.seq_q, c.dim_v});
+  const std::uint32_t seed = fdp.ConsumeIntegral<std::uint32_t>();
+  const int special =
+      fdp.ConsumeIntegralInRange<int>(0, 15) == 0 ? fdp.ConsumeIntegralInRange<int>(1, 3) : 0;
+  const int which_special = fdp.ConsumeIntegralInRange<int>(0, 2);
+  const auto input = [&](const std::array<std::int64_t, 4>& s, int index) {
+    return Operand(fuzz_dtype(fdp), s, fuzz_strides(fdp, s, true), true, seed + index, 2.0f,
+                   which_special == index ? special : 0);
+  };
+  c.q.emplace(input(qs, 0));
+  c.k.emplace(input(ks, 1));
+  c.v.emplace(input(vs, 2));
+  c.out.emplace(fuzz_dtype(fdp), os,
+                fuzz_strides(fdp, os, fdp.ConsumeIntegralInRange<int>(0, 15) == 0), false, 0, 0, 0);
+  if (fdp.ConsumeIntegralInRange<int>(0, 3) == 0) {
+    const std::array<std::int64_t, 4> ws{c.batch, c.heads_q, c.seq_q, c.seq_k};
+    c.weights.emplace(DType::kF32, ws, fuzz_strides(fdp, ws, false), false, 0, 0, 0);
+  }
+  if (fdp.ConsumeIntegralInRange<int>(0, 3) == 0) {
+    const std::array<std::int64_t, 4> ls{c.batch, c.heads_q, c.seq_q, 1};
+    c.lse.emplace(DType::kF32, ls, fuzz_strides(fdp, ls, false), false, 0, 0, 0);
+  }
+}
+
+void fuzz_cache(FuzzedDataProvider& fdp, Case& c) {
+  c.cache_shape = {
+      c.batch, c.heads_kv, nudged(c.seq_k, fdp.ConsumeIntegralInRange<std::int64_t>(-1, 8)),
+      c.dim,   c.dim_v,    fuzz_dtype(fdp)};
+  c.cache_mode =
+      fdp.ConsumeIntegralInRange<int>(0, 3) == 0 ? KvCacheMode::kRing : KvCacheMode::kLinear;
+  const int n = fdp.ConsumeIntegralInRange<int>(1, 3);
+  for (int i = 0; i < n; ++i) c.chunks.push_back(fdp.ConsumeIntegralInRange<std::int64_t>(1, 40));
+}
+
+// The reference sees K and V as the cache holds them: rounded to its dtype.
+std::vector<float> rounded_to(DType dtype, std::vector<float> values) {
+  for (float& x : values) {
+    if (dtype == DType::kBF16) x = static_cast<float>(bfloat16(x));
+    if (dtype == DType::kF16) x = static_cast<float>(float16(x));
+  }
+  return values;
+}
+
+}  // namespace
+
+std::optional<Expected> Case::reference(std::int64_t cached_len) const {
+  if (any_special() || std::holds_alternative<AutoSpec>(options.variant)) return std::nullopt;
+  for (const std::int64_t e : {batch, heads_q, heads_kv, seq_q, seq_k, dim, dim_v}) {
+    if (e <= 0 || e > 4096) return std::nullopt;  // nothing to compare, or a wild extent
+  }
+  const std::vector<float> qf = q->widened();
+  std::vector<float> kf = k->widened(), vf = v->widened();
+  std::array<std::int64_t, 4> ks = k->shape(), vs = v->shape();
+  if (mode == Mode::kCache) {
+    const auto* w = std::get_if<SlidingWindowSpec>(&options.variant);
+    if (w != nullptr && !w->global_tokens.empty()) return std::nullopt;  // rows index positions
+    kf = rounded_to(cache_shape.dtype, std::move(kf));
+    vf = rounded_to(cache_shape.dtype, std::move(vf));
+    ks[2] = vs[2] = cached_len;  // the first cached_len tokens (BHSD strides keep the full S_k)
+  }
+  ConstTensor qv = bhsd_view(qf, q->shape()), kv = bhsd_view(kf, k->shape()),
+              vv = bhsd_view(vf, v->shape());
+  kv.shape = ks;
+  vv.shape = vs;
+  const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(dim));
+  const Mask& m = options.mask;
+  if (std::holds_alternative<DenseSpec>(options.variant))
+    return Expected{reference::dense(qv, kv, vv, m, scale)};
+  if (const auto* w = std::get_if<SlidingWindowSpec>(&options.variant)) {
+    return Expected{reference::sliding_window(qv, kv, vv, *w, m, scale)};
+  }
+  if (const auto* l = std::get_if<LinearSpec>(&options.variant)) {
+    const std::int64_t features = l->num_features > 0 ? l->num_features : dim;
+    const std::vector<float> w = l->feature_map == FeatureMap::kFavor
+                                     ? favor_random_matrix(features, dim, l->seed)
+                                     : std::vector<float>{};
+    return Expected{
+        reference::linear(qv, kv, vv, l->feature_map, w, features, l->epsilon, m, scale)};
+  }
+  const auto& l = std::get<LinformerSpec>(options.variant);
+  const std::vector<float> e = linformer_random_projection(l.proj_len, seq_k, l.seed);
+  const std::vector<float> f = linformer_random_projection(l.proj_len, seq_k, l.seed + 1);
+  const MatrixView<const float> ev{e.data(), l.proj_len, seq_k, seq_k},
+      fv{f.data(), l.proj_len, seq_k, seq_k};
+  return Expected{reference::linformer(qv, kv, vv, ev, fv, m, scale)};
+}
+
+namespace {
+
+std::string text(const std::array<std::int64_t, 4>& a) {
+  return "[" + std::to_string(a[0]) + "," + std::to_string(a[1]) + "," + std::to_string(a[2]) +
+         "," + std::to_string(a[3]) + "]";
+}
+
+std::string text(const char* name, const std::optional<Operand>& t) {
+  if (!t) return "";
+  const AnyConstTensor v = t->cview();
+  return std::string(" ") + name + "=" + std::string(to_string(v.dtype)) + text(v.shape) + "/" +
+         text(v.strides);
+}
+
+std::string text(const VariantSpec& spec) {
+  std::string s(to_string(variant_of(spec)));
+  if (const auto* w = std::get_if<SlidingWindowSpec>(&spec)) {
+    s += " left=" + std::to_string(w->left) + " right=" + std::to_string(w->right) +
+         " globals=" + std::to_string(w->global_tokens.size());
+  } else if (const auto* l = std::get_if<LinearSpec>(&spec)) {
+    s += " map=" + std::string(to_string(l->feature_map)) +
+         " m=" + std::to_string(l->num_features) + " eps=" + std::to_string(l->epsilon);
+  } else if (const auto* f = std::get_if<LinformerSpec>(&spec)) {
+    s += " k=" + std::to_string(f->proj_len);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string Case::describe() const {
+  const Mask& m = options.mask;
+  std::string s = "mode=" + std::to_string(static_cast<int>(mode)) + " " + text(options.variant) +
+                  (m.causal ? " causal" : "") +
+                  " key_lengths=" + std::to_string(m.key_lengths.size()) +
+                  (m.keep ? " keep" + text(m.keep->shape) : "") +
+                  (m.bias ? " bias" + text(m.bias->shape) : "") +
+                  " scale=" + (options.scale ? std::to_string(*options.scale) : "default") +
+                  " threads=" + std::to_string(options.threads);
+  s += text("q", q) + text("k", k) + text("v", v) + text("out", out) + text("weights", weights) +
+       text("lse", lse);
+  if (mode == Mode::kCache) s += " cache capacity=" + std::to_string(cache_shape.capacity);
+  return s;
+}
+
+Case decode_case(FuzzedDataProvider& fdp) {
+  Case c;
+  c.mode = static_cast<Mode>(fdp.ConsumeIntegralInRange<int>(0, 2));
+  c.batch = fuzz_extent(fdp, 3);
+  c.heads_kv = fuzz_extent(fdp, 3);
+  c.heads_q = fdp.ConsumeIntegralInRange<int>(0, 15) == 0 ? fuzz_extent(fdp, 9)
+              : c.heads_kv > 0 && c.heads_kv <= 3
+                  ? c.heads_kv * fdp.ConsumeIntegralInRange<int>(1, 3)
+                  : c.heads_kv;
+  c.seq_q = fuzz_extent(fdp, 24);
+  c.seq_k = fuzz_extent(fdp, 40);
+  c.dim = fuzz_extent(fdp, 20);
+  c.dim_v = fuzz_extent(fdp, 20);
+  fuzz_options(fdp, c);
+  fuzz_operands(fdp, c);
+  if (c.mode == Mode::kCache) fuzz_cache(fdp, c);
+  return c;
+}
+
+}  // namespace seqattn::fuzz

@@ -1,0 +1,96 @@
+// attend() and shared plans called from many std::threads at once with threads = 0 (the
+// default): every result equals the single-threaded result bit for bit (each output row is
+// computed by one thread in a fixed order, whatever the team: docs/architecture.md), and
+// RunRecord::threads follows the documented rule in each calling thread.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <latch>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "threads_support.hpp"
+
+namespace seqattn::reliability {
+namespace {
+
+constexpr int kCallers = 8;
+constexpr int kRounds = 3;
+
+// Runs every job kRounds times from each of kCallers std::threads started together (each
+// thread starts at a different job, so different variants overlap).
+std::vector<std::vector<Observed>> run_concurrently(const std::vector<Job>& jobs,
+                                                    bool through_plan) {
+  std::vector<std::vector<Observed>> seen(kCallers);
+  std::latch start(kCallers);
+  std::vector<std::thread> callers;
+  for (int t = 0; t < kCallers; ++t) {
+    callers.emplace_back([&, t] {
+      start.arrive_and_wait();
+      for (int round = 0; round < kRounds; ++round) {
+        for (std::size_t n = 0; n < jobs.size(); ++n) {
+          const Job& j = jobs[(n + static_cast<std::size_t>(t)) % jobs.size()];
+          seen[static_cast<std::size_t>(t)].push_back(run_job(j, through_plan, 0));
+        }
+      }
+    });
+  }
+  for (std::thread& c : callers) c.join();
+  return seen;
+}
+
+void expect_all_equal(const std::vector<Job>& jobs,
+                      const std::vector<std::vector<Observed>>& seen) {
+  for (int t = 0; t < kCallers; ++t) {
+    for (std::size_t call = 0; call < seen[static_cast<std::size_t>(t)].size(); ++call) {
+      const Job& j = jobs[(call % jobs.size() + static_cast<std::size_t>(t)) % jobs.size()];
+      const Observed& o = seen[static_cast<std::size_t>(t)][call];
+      SCOPED_TRACE(j.name + ", caller " + std::to_string(t) + ", call " + std::to_string(call));
+      EXPECT_EQ(bit_differences(o.out, j.expected), 0);
+      EXPECT_EQ(o.threads, o.documented);
+    }
+  }
+}
+
+TEST(Concurrency, AttendFromEightThreadsEqualsTheSingleThreadedResult) {
+  std::vector<Job> jobs = make_jobs();
+  compute_expected(jobs);
+  // The default team from the main thread first (bitwise equal to one thread, documented).
+  for (const Job& j : jobs) {
+    SCOPED_TRACE(j.name);
+    const Observed o = run_job(j, false, 0);
+    EXPECT_EQ(bit_differences(o.out, j.expected), 0);
+    EXPECT_EQ(o.threads, documented_threads(0));
+    EXPECT_EQ(o.threads, o.team_here);  // outside any region a team of that size forms
+  }
+  expect_all_equal(jobs, run_concurrently(jobs, false));
+}
+
+TEST(Concurrency, OnePlanRunFromEightThreadsEqualsTheSingleThreadedResult) {
+  std::vector<Job> jobs = make_jobs();
+  compute_expected(jobs);
+  expect_all_equal(jobs, run_concurrently(jobs, true));
+}
+
+// The rule itself, checked at the values where it changes: 0 → omp_get_max_threads(), a
+// positive count as given up to min(4 × processors, OMP_THREAD_LIMIT), clamped above,
+// negative refused with an Error naming `threads`.
+TEST(Concurrency, RecordedThreadsFollowTheDocumentedRule) {
+  const std::vector<Job> jobs = make_jobs();
+  const int cap = std::min(std::max(1, omp_get_thread_limit()), 4 * omp_get_num_procs());
+  for (const Job& j : jobs) {
+    SCOPED_TRACE(j.name);
+    for (const int requested : {0, 1, 2, 3, cap, cap + 1, 100000}) {
+      const Observed o = run_job(j, false, requested);
+      EXPECT_EQ(o.threads, documented_threads(requested)) << requested;
+      EXPECT_EQ(o.threads,
+                requested == 0 ? std::min(omp_get_max_threads(), cap) : std::min(requested, cap))
+          << requested;
+    }
+    expect_error([&] { run_job(j, false, -1); }, "threads");
+  }
+}
+
+}  // namespace
+}  // namespace seqattn::reliability
