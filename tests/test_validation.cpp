@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "gemm/gemm.hpp"
 #include "seqattn/seqattn.hpp"
 #include "support/test_tensors.hpp"
 
@@ -278,6 +279,37 @@ TEST(Sizes, MhaOverflowingSequencesAreErrors) {
     }
   }
   EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](float v) { return v == 0.0f; }));
+}
+
+// The public random-matrix functions size their outputs through the same checked helper.
+TEST(Sizes, RandomMatricesWithOverflowingSizesAreErrors) {
+  const std::int64_t huge = std::int64_t{1} << 40;
+  const auto expect_size_error = [](const auto& call, const std::string& argument) {
+    try {
+      call();
+      ADD_FAILURE() << "no error for " << argument;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("'" + argument + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("2^62"), std::string::npos) << e.what();
+    }
+  };
+  expect_size_error([&] { favor_random_matrix(huge, huge, 0); }, "m x d");
+  expect_size_error([&] { linformer_random_projection(huge, huge, 0); }, "k x s");
+}
+
+// The GEMM checks that every operand's rows x leading dimension is addressable.
+TEST(Sizes, GemmOperandsBeyondTwoToThe62AreErrors) {
+  float a = 0, b = 0, c = 0;
+  const std::int64_t huge = std::int64_t{1} << 40;
+  try {
+    detail::sgemm(detail::Transpose::kNo, detail::Transpose::kNo, huge, 1, 1, 1.0f, &a, 1, &b, 1,
+                  0.0f, &c, huge, 1);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'c (rows x ldc)'"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(c, 0.0f);
 }
 
 }  // namespace

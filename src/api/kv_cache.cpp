@@ -55,6 +55,9 @@ namespace {
 using detail::fail;
 using detail::kKvBlock;
 
+// The most elements of K (and of V) one cache holds: 4 TiB of fp32.
+constexpr std::int64_t kMaxCacheElements = std::int64_t{1} << 40;
+
 std::string str(std::int64_t x) { return std::to_string(x); }
 
 void check_batch_index(const KvCacheShape& s, std::int64_t b) {
@@ -147,6 +150,10 @@ KvCache::KvCache(const KvCacheShape& shape, KvCacheMode mode) : impl_(std::make_
                                                           {"shape.dim_v", shape.dim_v}};
   for (const auto& [name, value] : extents) {
     if (value < 1) fail(name, ">= 1", str(value));
+    // Also keeps the rounding below from overflowing (found by fuzz_attend: dim_v near 2^63).
+    if (value > kMaxCacheElements) {
+      fail(name, "<= 2^40 (a cache holds at most 2^40 elements of K and of V)", str(value));
+    }
   }
   Impl& m = *impl_;
   m.shape = shape;
@@ -165,7 +172,7 @@ KvCache::KvCache(const KvCacheShape& shape, KvCacheMode mode) : impl_(std::make_
   m.v_elems = detail::checked_product({m.blocks, kKvBlock, m.dv_pad}, "shape (V per sequence)");
   const std::int64_t k_total = detail::checked_product({pairs, m.k_elems}, "shape (K)");
   const std::int64_t v_total = detail::checked_product({pairs, m.v_elems}, "shape (V)");
-  if (k_total > (std::int64_t{1} << 40) || v_total > (std::int64_t{1} << 40)) {
+  if (k_total > kMaxCacheElements || v_total > kMaxCacheElements) {
     fail("shape", "a cache of at most 2^40 elements for K and for V",
          detail::shape_text(
              {shape.batch, shape.heads_kv, shape.capacity, std::max(shape.dim, shape.dim_v)}));

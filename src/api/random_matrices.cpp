@@ -50,8 +50,10 @@ std::vector<float> favor_random_matrix(std::int64_t m, std::int64_t d, std::uint
   check_positive("m (num_features)", m);
   check_positive("d (head dim)", d);
   Gaussian g(seed);
-  std::vector<float> w(static_cast<std::size_t>(m * d));
-  std::vector<double> block(static_cast<std::size_t>(d * d));
+  std::vector<float> w =
+      detail::checked_vector<float>(detail::checked_product({m, d}, "m x d"), "m x d");
+  std::vector<double> block =
+      detail::checked_vector<double>(detail::checked_product({d, d}, "d x d"), "d x d");
   // Blocks of d orthogonal rows (Gram-Schmidt on Gaussian rows), each row then rescaled to the
   // norm of a Gaussian vector so that marginals stay N(0, I) (Performer's "orthogonal random
   // features").
@@ -92,7 +94,8 @@ std::vector<float> linformer_random_projection(std::int64_t k, std::int64_t s, s
   check_positive("s (sequence length)", s);
   Gaussian g(seed);
   const double sd = 1.0 / std::sqrt(static_cast<double>(k));
-  std::vector<float> e(static_cast<std::size_t>(k * s));
+  std::vector<float> e =
+      detail::checked_vector<float>(detail::checked_product({k, s}, "k x s"), "k x s");
   for (float& x : e) x = static_cast<float>(g.next() * sd);
   return e;
 }

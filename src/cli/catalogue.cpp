@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/checked_size.hpp"
 #include "seqattn/attention.hpp"
 #include "seqattn/error.hpp"
 
@@ -59,7 +60,8 @@ SampledReference dense_on_rows(const Workload& w, std::int64_t max_rows, int thr
   AnyConstTensor q = w.q_view();
   q.shape[2] = ref.rows;
   q.strides[2] *= ref.step;  // a strided view: the sampled rows, no copy
-  ref.out.assign(static_cast<std::size_t>(s.batch * s.heads * ref.rows * s.dim_v), 0.0f);
+  ref.out = detail::checked_vector<float>(
+      detail::checked_product({s.batch, s.heads, ref.rows, s.dim_v}, "--seq"), "--seq");
   AttentionOptions options;
   options.threads = threads;
   attend(q, w.k_view(), w.v_view(), bhsd(ref.out.data(), s.batch, s.heads, ref.rows, s.dim_v),

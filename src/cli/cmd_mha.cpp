@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "cli/npy.hpp"
 #include "cli/variant_flags.hpp"
+#include "runtime/checked_size.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/mha.hpp"
 
@@ -118,11 +119,14 @@ void run_mha(const MhaFlags& f) {
   mask.causal = f.causal;
   if (!f.key_lengths.empty()) mask.key_lengths = parse_int_list(f.key_lengths, "--key-lengths");
 
-  std::vector<float> out(static_cast<std::size_t>(batch * seq * d_model), 0.0f);
+  std::vector<float> out = detail::checked_vector<float>(
+      detail::checked_product({batch, seq, d_model}, "--x (batch x seq x d_model)"), "--x");
   std::vector<float> weights;
   std::optional<Tensor> weights_view;
   if (!f.weights.empty()) {
-    weights.assign(static_cast<std::size_t>(batch * f.heads * seq * seq), 0.0f);
+    weights = detail::checked_vector<float>(
+        detail::checked_product({batch, f.heads, seq, seq}, "--weights (B x H x S x S)"),
+        "--weights");
     weights_view = bhsd(weights.data(), batch, f.heads, seq, seq);
   }
   const MhaRecord record =

@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/npy.hpp"
 #include "cli/variant_flags.hpp"
+#include "runtime/checked_size.hpp"
 #include "runtime/element_types.hpp"
 #include "seqattn/error.hpp"
 
@@ -80,11 +81,12 @@ Output make_output(std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t 
   } else {
     o.array.shape = {b, h, s, d};
   }
-  const std::size_t count = static_cast<std::size_t>(b * h * s * d);
+  // q and v are files of any size, so the output's product of their extents is checked.
+  const std::int64_t count = detail::checked_product({b, h, s, d}, "--out (B x H x S_q x D_v)");
   if (dtype == DType::kF32) {
-    o.array.data.assign(count, 0.0f);
+    o.array.data = detail::checked_vector<float>(count, "--out");
   } else {
-    o.array.bits.assign(count, 0);
+    o.array.bits = detail::checked_vector<std::uint16_t>(count, "--out");
   }
   detail::visit_element(dtype, [&](auto elem) {
     using T = decltype(elem);

@@ -6,12 +6,16 @@
 #include <random>
 #include <thread>
 #include <type_traits>
+#include <utility>
+
+#include "runtime/checked_size.hpp"
+#include "seqattn/error.hpp"
 
 namespace seqattn::cli {
 namespace {
 
 std::vector<float> uniform_values(std::int64_t count, std::uint64_t seed) {
-  std::vector<float> values(static_cast<std::size_t>(count));
+  std::vector<float> values = detail::checked_vector<float>(count, "--seq");
   std::mt19937_64 generator(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (float& x : values) x = dist(generator);
@@ -53,12 +57,27 @@ auto typed_view(DType dtype, F32* f32, Bits* bits, std::int64_t b, std::int64_t 
 
 }  // namespace
 
+// The command line's extents (--batch, --heads, ...) before anything is sized from them: each
+// >= 1, and every buffer's element count through checked_product.
+static void check_workload_shape(const Shape& s) {
+  const std::pair<const char*, std::int64_t> extents[] = {
+      {"--batch", s.batch}, {"--heads", s.heads}, {"--kv-heads", s.kv_heads},
+      {"--seq", s.seq},     {"--dim", s.dim},     {"--dim-v", s.dim_v}};
+  for (const auto& [flag, value] : extents) {
+    if (value < 1) throw Error(ErrorKind::kInvalidArgument, flag, ">= 1", std::to_string(value));
+  }
+  const std::int64_t d = std::max(s.dim, s.dim_v);
+  detail::checked_product({s.batch, s.heads, s.seq, d}, "--batch x --heads x --seq x --dim");
+  detail::checked_product({s.batch, s.kv_heads, s.seq, d}, "--batch x --kv-heads x --seq x --dim");
+}
+
 Workload::Workload(const Shape& s, std::uint64_t seed) : shape(s) {
+  check_workload_shape(s);
   const std::int64_t kv_rows = s.batch * s.kv_heads * s.seq;
   q = uniform_values(s.batch * s.heads * s.seq * s.dim, seed);
   k = uniform_values(kv_rows * s.dim, seed + 1);
   v = uniform_values(kv_rows * s.dim_v, seed + 2);
-  out.assign(static_cast<std::size_t>(s.batch * s.heads * s.seq * s.dim_v), 0.0f);
+  out = detail::checked_vector<float>(s.batch * s.heads * s.seq * s.dim_v, "--seq");
   q16 = half_bits(q, s.dtype);
   out16 = half_bits(out, s.dtype);
   k16 = half_bits(k, s.kv_dtype);
@@ -108,7 +127,8 @@ Timing time_decode(const Shape& s, std::int64_t seq_q, const AttentionOptions& o
   queries.kv_dtype = DType::kF32;
   Workload w(queries, 7);
   const AnyConstTensor qv = w.q_view();
-  std::vector<float> out(static_cast<std::size_t>(s.batch * s.heads * seq_q * s.dim_v));
+  std::vector<float> out = detail::checked_vector<float>(
+      detail::checked_product({s.batch, s.heads, seq_q, s.dim_v}, "--seq-q"), "--seq-q");
   std::vector<std::uint16_t> out16(s.dtype == DType::kF32 ? 0 : out.size());
   const AnyTensor ov =
       typed_view(s.dtype, out.data(), out16.data(), s.batch, s.heads, seq_q, s.dim_v);

@@ -29,12 +29,14 @@ namespace {
 std::string str(std::int64_t x) { return std::to_string(x); }
 
 // A stored operand, rows `ld` apart holding `cols` each; null only when it is empty.
-void check_operand(const char* name, const void* p, bool empty, std::int64_t cols,
-                   std::int64_t ld) {
+// Its rows x ld elements must be addressable (checked_product).
+void check_operand(const char* name, const void* p, bool empty, std::int64_t rows,
+                   std::int64_t cols, std::int64_t ld) {
   const std::string n(name);
   const std::int64_t min_ld = std::max<std::int64_t>(cols, 1);
   if (ld < min_ld) fail("ld" + n, ">= " + str(min_ld) + " (the stored row length)", str(ld));
   if (!empty && p == nullptr) fail(n, "a non-null pointer (the operand is not empty)", "nullptr");
+  checked_product({rows, ld}, n + " (rows x ld" + n + ")");
 }
 
 // Below this many FLOPs per thread, forking costs more than it saves.
@@ -103,9 +105,9 @@ void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
   if (k < 0) fail("k", ">= 0", str(k));
   const int wanted = resolve_threads(threads, "threads");
   const bool ta = trans_a == Transpose::kYes, tb = trans_b == Transpose::kYes;
-  check_operand("a", a, m == 0 || k == 0, ta ? m : k, lda);
-  check_operand("b", b, k == 0 || n == 0, tb ? k : n, ldb);
-  check_operand("c", c, m == 0 || n == 0, n, ldc);
+  check_operand("a", a, m == 0 || k == 0, ta ? k : m, ta ? m : k, lda);
+  check_operand("b", b, k == 0 || n == 0, tb ? n : k, tb ? k : n, ldb);
+  check_operand("c", c, m == 0 || n == 0, m, n, ldc);
   if (m == 0 || n == 0) return;
 
   GemmArgs g;

@@ -107,8 +107,8 @@ Tensor F32Staging::output(const AnyTensor& out, const std::array<std::int64_t, 4
 }
 
 float* F32Staging::allocate(const std::string& name, const std::array<std::int64_t, 4>& shape) {
-  buffers_.push_back(
-      hwy::AllocateAligned<float>(static_cast<size_t>(shape[0] * shape[1] * shape[2] * shape[3])));
+  buffers_.push_back(hwy::AllocateAligned<float>(static_cast<size_t>(
+      checked_product({shape[0], shape[1], shape[2], shape[3]}, name + " (fp32 staging)"))));
   if (buffers_.back() == nullptr) {
     throw Error(ErrorKind::kInvalidArgument, name, "an fp32 staging copy that fits in memory",
                 shape_text(shape), "half-precision arguments are staged in fp32");

@@ -64,22 +64,6 @@ void check_output_disjoint(const std::string& name, const ByteRange& range,
   }
 }
 
-std::int64_t checked_product(std::initializer_list<std::int64_t> factors,
-                             const std::string& argument) {
-  std::int64_t product = 1;
-  bool fits = true;
-  for (const std::int64_t f : factors) {
-    fits = fits && f >= 0 && !__builtin_mul_overflow(product, f, &product) &&
-           product <= (std::int64_t{1} << 62);
-  }
-  if (!fits) {
-    std::string text;
-    for (const std::int64_t f : factors) text += (text.empty() ? "" : " x ") + std::to_string(f);
-    fail(argument, "sizes whose product fits in 2^62", text);
-  }
-  return product;
-}
-
 std::string shape_text(const std::array<std::int64_t, 4>& shape) {
   std::ostringstream s;
   s << '[' << shape[0] << ", " << shape[1] << ", " << shape[2] << ", " << shape[3] << ']';

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/checked_size.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/plan.hpp"
 #include "seqattn/tensor.hpp"
@@ -26,11 +27,6 @@ struct ByteRange {
   std::uintptr_t last = 0;
   bool overlaps(const ByteRange& o) const { return first < o.last && o.first < last; }
 };
-
-// The product of non-negative factors if it fits in 2^62 (so byte counts of it still fit), else
-// an Error naming `argument` with the factors: every size product of an entry point goes here.
-std::int64_t checked_product(std::initializer_list<std::int64_t> factors,
-                             const std::string& argument);
 
 // Checks data != nullptr, every extent >= 1, strides >= 0, no size overflow; returns the range.
 ByteRange check_view(const std::string& name, const void* data,

@@ -365,6 +365,20 @@ TEST_F(CliTest, OutputsAreAllOrNothingAndThreadsAreClamped) {
   EXPECT_EQ(npy::load(path("o.npy"), "out").shape, (std::vector<std::int64_t>{3, 2}));
 }
 
+// Shapes from the command line are checked before anything is sized from them: an Error (exit
+// code 2) naming the flag, never std::bad_alloc or overflow (exit code 1, "unexpected failure").
+TEST_F(CliTest, BenchShapesThatCannotBeAllocatedAreErrors) {
+  for (const std::string& flags :
+       {std::string("--seq 4611686018427387904"), std::string("--batch 0"),
+        std::string("--heads 1048576 --seq 1048576 --dim 1048576")}) {
+    SCOPED_TRACE(flags);
+    const Result r = run("bench --json --repeat 1 --warmup 0 " + flags);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("'--"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("unexpected failure"), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(CliTest, BenchTakesDtypesAndCountsStoredCacheBytes) {
   Result r =
       run("bench --json --heads 4 --kv-heads 2 --seq 300 --seq-q 1 --dim 16 --kv-dtype "

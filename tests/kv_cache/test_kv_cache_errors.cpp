@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,29 @@ TEST(KvCacheErrors, ClearForgetsTokens) {
   EXPECT_EQ(f.run(), f.before);  // the same tokens again: the same result
   f.cache.clear();
   EXPECT_EQ(f.cache.length(0), 0);
+}
+
+// Found by fuzz_attend: extents near 2^63 overflowed the block rounding of the capacity and the
+// 16-column padding of D_v (signed overflow under UBSan) instead of failing cleanly.
+TEST(KvCacheErrors, ExtentsNearTwoToThe63AreErrors) {
+  constexpr std::int64_t kHuge = std::numeric_limits<std::int64_t>::max();
+  expect_error(
+      [] {
+        KvCache c({1, 1, kHuge, 16, 8});
+      },
+      "shape.capacity", ErrorKind::kInvalidArgument);
+  expect_error(
+      [] {
+        KvCache c({1, 1, 64, 16, kHuge - 15});
+      },
+      "shape.dim_v", ErrorKind::kInvalidArgument);
+  expect_error([] { KvCache c({1, 1, 64, kHuge, 8}); }, "shape.dim", ErrorKind::kInvalidArgument);
+  // Each extent fits, but the product of the batch, heads and per-sequence sizes does not.
+  expect_error(
+      [] {
+        KvCache c({std::int64_t{1} << 30, std::int64_t{1} << 30, 64, 64, 64});
+      },
+      "shape", ErrorKind::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // Dense attention: the variant object (checks, cost) and its kernel entry.
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include "variants/dense/dense_rows.hpp"
 #include "variants/dense/flash_attention.hpp"
@@ -32,24 +31,13 @@ class DenseVariant final : public AttentionVariant {
 
 }  // namespace
 
-// The weights come from a second pass over the scores with the kernel's own lse, so asking for
-// them changes neither out nor lse (the kernel runs as it would without them).
+// The weights come from a second pass over the scores, after the kernel has computed out and
+// lse exactly as it does without them (asking for weights changes neither, bit for bit).
 void softmax_forward(const Problem& p, const KeyPattern& pattern) {
-  if (!p.weights) {
-    flash_forward(p, pattern);
-    return;
-  }
   Problem kernel = p;
   kernel.weights.reset();
-  std::vector<float> lse_rows;
-  if (!kernel.lse) {
-    lse_rows.resize(static_cast<std::size_t>(p.batch() * p.heads_q() * p.seq_q()));
-    kernel.lse = Tensor{lse_rows.data(),
-                        {p.batch(), p.heads_q(), p.seq_q(), 1},
-                        {p.heads_q() * p.seq_q(), p.seq_q(), 1, 1}};
-  }
   flash_forward(kernel, pattern);
-  dense_weights_forward(p, pattern, *kernel.lse);
+  if (p.weights) dense_weights_forward(p, pattern);
 }
 
 const AttentionVariant& dense_variant() {

@@ -10,8 +10,8 @@ namespace seqattn::detail {
 // Does not write attention weights (see dense_weights_forward for that).
 void flash_forward(const Problem& p, const KeyPattern& pattern);
 
-// The softmax variants' run: the flash kernel, then, when weights are asked for, a pass that
-// forms them from the kernel's lse (so out and lse never depend on whether they were asked).
+// The softmax variants' run: the flash kernel, then, when weights are asked for, a row pass
+// that forms them (so out and lse never depend on whether they were asked).
 void softmax_forward(const Problem& p, const KeyPattern& pattern);
 
 }  // namespace seqattn::detail

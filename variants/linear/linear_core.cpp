@@ -255,6 +255,8 @@ LinearPlan make_linear_plan(const LinearSpec& spec, std::int64_t dim, std::int64
   plan.dim = dim;
   plan.dim_v = dim_v;
   plan.features = validate_linear_spec(spec, dim);
+  // Every head's summary is features x D_v (HeadState::reset sizes it inside thread regions).
+  checked_product({plan.features, dim_v}, "num_features x D_v (the summary)");
   plan.root_scale = std::sqrt(scale);
   plan.epsilon = spec.epsilon;
   plan.blocking = simd::blocking();
@@ -266,7 +268,8 @@ LinearPlan make_linear_plan(const LinearSpec& spec, std::int64_t dim, std::int64
       drawn = favor_random_matrix(m, dim, spec.seed);
       w = {drawn.data(), m, dim, dim};
     }
-    plan.favor_t.resize(static_cast<std::size_t>(dim * m));
+    plan.favor_t =
+        checked_vector<float>(checked_product({dim, m}, "D x num_features"), "spec.num_features");
     for (std::int64_t r = 0; r < m; ++r) {
       for (std::int64_t c = 0; c < dim; ++c) plan.favor_t[c * m + r] = w.row(r)[c];
     }

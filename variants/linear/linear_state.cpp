@@ -66,7 +66,8 @@ LinearAttentionState::LinearAttentionState(const LinearSpec& spec, const LinearS
   impl_->shape = shape;
   impl_->plan = detail::make_linear_plan(spec, shape.dim, shape.dim_v, s);
   impl_->threads = team;
-  impl_->heads.resize(static_cast<std::size_t>(shape.batch * shape.heads_kv));
+  impl_->heads.resize(
+      static_cast<std::size_t>(detail::checked_product({shape.batch, shape.heads_kv}, "shape")));
   impl_->workspaces.assign(static_cast<std::size_t>(impl_->threads),
                            detail::LinearWorkspace(impl_->plan));
   reset();

@@ -1,5 +1,7 @@
 // Linformer: K' = E·K and V' = F·V along the sequence (E, F [proj_len, >= S_k]), then exact
 // dense attention over the proj_len projected keys through the dense variant's own kernel.
+#include <omp.h>
+
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -55,7 +57,8 @@ struct Projections {
 std::vector<float> copy_or_draw(const MatrixView<const float>& given_matrix, std::int64_t proj_len,
                                 std::int64_t seq_k, std::uint64_t seed) {
   if (!given(given_matrix)) return linformer_random_projection(proj_len, seq_k, seed);
-  std::vector<float> m(static_cast<std::size_t>(proj_len * seq_k));
+  std::vector<float> m = checked_vector<float>(
+      checked_product({proj_len, seq_k}, "spec.proj_len x S_k"), "spec.e / spec.f copy");
   for (std::int64_t r = 0; r < proj_len; ++r) {
     std::copy(given_matrix.row(r), given_matrix.row(r) + seq_k, m.begin() + r * seq_k);
   }
@@ -71,18 +74,21 @@ Projections projections(const LinformerSpec& spec, std::int64_t seq_k) {
   return p;
 }
 
+// Rows that are not contiguous floats at a stride >= their length are copied first.
+bool needs_gather(const ConstTensor& t) { return t.strides[3] != 1 || t.strides[2] < t.shape[3]; }
+
 // dst [p, cols] = proj[:, :len] · rows[:len] of one (batch, kv head) slice [S_k, cols].
+// `gather` holds S_k · cols floats when the slice needs_gather.
 void project(const MatrixView<const float>& proj, const ConstTensor& t, std::int64_t b,
-             std::int64_t h, std::int64_t len, std::vector<float>& gather, float* dst) {
+             std::int64_t h, std::int64_t len, float* gather, float* dst) {
   const std::int64_t cols = t.shape[3];
   const float* src = t.ptr(b, h, 0);
   std::int64_t ld = t.strides[2];
-  if (t.strides[3] != 1 || ld < cols) {  // strided rows: copy them contiguous first
-    gather.resize(static_cast<std::size_t>(len * cols));
+  if (needs_gather(t)) {
     for (std::int64_t j = 0; j < len; ++j) {
       for (std::int64_t c = 0; c < cols; ++c) gather[j * cols + c] = t.at(b, h, j, c);
     }
-    src = gather.data();
+    src = gather;
     ld = cols;
   }
   sgemm(Transpose::kNo, Transpose::kNo, proj.rows, cols, len, 1.0f, proj.data, proj.row_stride, src,
@@ -154,16 +160,26 @@ class LinformerVariant final : public AttentionVariant {
 
   static void run_projected(const Problem& p, const Projections& proj) {
     const std::int64_t k = proj.e.rows, heads = p.heads_kv(), tasks = p.batch() * heads;
-    std::vector<float> kp(static_cast<std::size_t>(tasks * k * p.dim()));
-    std::vector<float> vp(static_cast<std::size_t>(tasks * k * p.dim_v()));
+    std::vector<float> kp = checked_vector<float>(
+        checked_product({tasks, k, p.dim()}, "projected keys (B x H_kv x proj_len x D)"), "k");
+    std::vector<float> vp = checked_vector<float>(
+        checked_product({tasks, k, p.dim_v()}, "projected values (B x H_kv x proj_len x D_v)"),
+        "v");
     // Below ~1 MFLOP of projection a thread team costs more than it saves.
     const bool parallel =
         tasks > 1 && 2.0 * static_cast<double>(k * p.seq_k() * tasks * (p.dim() + p.dim_v())) >=
                          kMinParallelFlops;
-#pragma omp parallel num_threads( \
-    static_cast <int>(std::min <std::int64_t>(p.threads, tasks))) if (parallel)
+    const int team = parallel ? static_cast<int>(std::min<std::int64_t>(p.threads, tasks)) : 1;
+    // Every allocation happens here, outside the region (an exception may not leave one).
+    const std::int64_t gather_floats =
+        needs_gather(p.k) || needs_gather(p.v)
+            ? checked_product({p.seq_k(), std::max(p.dim(), p.dim_v())}, "S_k x D (row copy)")
+            : 0;
+    std::vector<float> gathers = checked_vector<float>(
+        checked_product({team, gather_floats}, "threads x S_k x D (row copies)"), "k");
+#pragma omp parallel num_threads(team) if (team > 1)
     {
-      std::vector<float> gather;
+      float* gather = gathers.data() + omp_get_thread_num() * gather_floats;
 #pragma omp for schedule(dynamic, 1)
       for (std::int64_t t = 0; t < tasks; ++t) {
         const std::int64_t b = t / heads, h = t % heads, len = p.key_length(b);
