@@ -16,6 +16,7 @@
 #include "cli/npy.hpp"
 #include "seqattn/half.hpp"
 #include "seqattn/policy.hpp"
+#include "support/sanitizers.hpp"
 #include "support/temp_dir_test.hpp"
 
 namespace seqattn {
@@ -370,16 +371,7 @@ TEST_F(CliTest, OutputsAreAllOrNothingAndThreadsAreClamped) {
 // The last case passes checked_product (2^60 elements) and fails only when allocated, which
 // the real allocator reports as std::bad_alloc; AddressSanitizer's operator new aborts there
 // instead (even with allocator_may_return_null=1), so the sanitize flavour runs the first two.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SEQATTN_TEST_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(SEQATTN_TEST_ASAN)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
+using seqattn::testing::kAddressSanitizer;
 
 TEST_F(CliTest, BenchShapesThatCannotBeAllocatedAreErrors) {
   std::vector<std::string> cases = {"--seq 4611686018427387904", "--batch 0"};

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "reliability_support.hpp"
+#include "support/sanitizers.hpp"
 
 namespace seqattn::reliability {
 namespace {
@@ -30,16 +31,7 @@ namespace {
 // memory accesses are the same C++ on every target and are checked under ASan on the
 // dispatched one by tests/test_sliding_window_long.cpp. So the per-target numerics run in the
 // release flavour (the xsimd flavour skips Highway targets: its flash kernel is xsimd's).
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SEQATTN_TEST_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(SEQATTN_TEST_ASAN)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
+using seqattn::testing::kAddressSanitizer;
 
 constexpr std::int64_t kSk = 1100, kDim = 256;
 constexpr std::int64_t kPackedBudgetFloats = std::int64_t{1} << 19;  // flash_driver_shared-inl.h

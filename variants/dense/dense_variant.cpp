@@ -34,9 +34,7 @@ class DenseVariant final : public AttentionVariant {
 // The weights come from a second pass over the scores, after the kernel has computed out and
 // lse exactly as it does without them (asking for weights changes neither, bit for bit).
 void softmax_forward(const Problem& p, const KeyPattern& pattern) {
-  Problem kernel = p;
-  kernel.weights.reset();
-  flash_forward(kernel, pattern);
+  flash_forward(p, pattern);  // never reads or writes p.weights
   if (p.weights) dense_weights_forward(p, pattern);
 }
 
