@@ -73,8 +73,11 @@ void compare_with_reference(const Case& c, std::int64_t cached_len) {
   if (!expected) return;
   const double tol = c.tolerance();
   const std::vector<float> out = c.out->widened();
-  if (reference::max_relative_error(out, expected->result.out) > tol)
+  const double out_err = reference::max_relative_error(out, expected->result.out);
+  if (out_err > tol) {
+    std::fprintf(stderr, "out error %g, tolerance %g\n", out_err, tol);
     finding("out differs from the reference");
+  }
   if (c.weights && !expected->result.weights.empty()) {
     const double err =
         reference::max_relative_error(c.weights->widened(), expected->result.weights);

@@ -174,8 +174,13 @@ std::optional<Expected> Case::reference(std::int64_t cached_len) const {
   // near-ties to different one-hot rows (and FAVOR+ features to different underflows): such
   // calls are still checked for errors, bounds and untouched outputs, not compared.
   if (options.scale && std::abs(*options.scale) > 64.0f) return std::nullopt;
-  for (const std::int64_t e : {batch, heads_q, heads_kv, seq_q, seq_k, dim, dim_v}) {
-    if (e <= 0 || e > 4096) return std::nullopt;  // nothing to compare, or a wild extent
+  // The call's extents are its views' (the decoder may perturb a view's extents away from the
+  // case's, consistently across q, k and v, and the call is then valid for those).
+  const std::int64_t dim_q = q->shape()[3], len_k = k->shape()[2];
+  for (const auto* t : {&q, &k, &v}) {
+    for (const std::int64_t e : (*t)->shape()) {
+      if (e <= 0 || e > 4096) return std::nullopt;  // nothing to compare, or a wild extent
+    }
   }
   const std::vector<float> qf = q->widened();
   std::vector<float> kf = k->widened(), vf = v->widened();
@@ -191,7 +196,7 @@ std::optional<Expected> Case::reference(std::int64_t cached_len) const {
               vv = bhsd_view(vf, v->shape());
   kv.shape = ks;
   vv.shape = vs;
-  const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(dim));
+  const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(dim_q));
   const Mask& m = options.mask;
   if (std::holds_alternative<DenseSpec>(options.variant))
     return Expected{reference::dense(qv, kv, vv, m, scale)};
@@ -199,18 +204,18 @@ std::optional<Expected> Case::reference(std::int64_t cached_len) const {
     return Expected{reference::sliding_window(qv, kv, vv, *w, m, scale)};
   }
   if (const auto* l = std::get_if<LinearSpec>(&options.variant)) {
-    const std::int64_t features = l->num_features > 0 ? l->num_features : dim;
+    const std::int64_t features = l->num_features > 0 ? l->num_features : dim_q;
     const std::vector<float> w = l->feature_map == FeatureMap::kFavor
-                                     ? favor_random_matrix(features, dim, l->seed)
+                                     ? favor_random_matrix(features, dim_q, l->seed)
                                      : std::vector<float>{};
     return Expected{
         reference::linear(qv, kv, vv, l->feature_map, w, features, l->epsilon, m, scale)};
   }
   const auto& l = std::get<LinformerSpec>(options.variant);
-  const std::vector<float> e = linformer_random_projection(l.proj_len, seq_k, l.seed);
-  const std::vector<float> f = linformer_random_projection(l.proj_len, seq_k, l.seed + 1);
-  const MatrixView<const float> ev{e.data(), l.proj_len, seq_k, seq_k},
-      fv{f.data(), l.proj_len, seq_k, seq_k};
+  const std::vector<float> e = linformer_random_projection(l.proj_len, len_k, l.seed);
+  const std::vector<float> f = linformer_random_projection(l.proj_len, len_k, l.seed + 1);
+  const MatrixView<const float> ev{e.data(), l.proj_len, len_k, len_k},
+      fv{f.data(), l.proj_len, len_k, len_k};
   return Expected{reference::linformer(qv, kv, vv, ev, fv, m, scale)};
 }
 
