@@ -18,7 +18,8 @@ struct Problem {
   ConstTensor q, k, v;
   Tensor out;
   const Mask* mask = nullptr;  // never null
-  float scale = 1.0f;
+  float scale = 1.0f;          // the caller's, or the default 1/√D
+  bool scale_given = false;    // the caller set AttentionOptions::scale (linear's maps differ)
   std::optional<Tensor> weights;
   std::optional<Tensor> lse;
   int threads = 1;

@@ -35,7 +35,8 @@ class LinearAttentionState {
  public:
   // Validates the spec and shape like attend() does (Error naming the argument). The FAVOR+
   // matrix is copied (or drawn from spec.seed), so spec.favor_matrix need not outlive the state.
-  // scale defaults to 1/√D; threads = 0 uses every core (the result does not depend on it).
+  // scale (finite, > 0) defaults as in attend(): elu1/relu unscaled, FAVOR+ 1/√D (see
+  // LinearSpec); threads = 0 uses every core (the result does not depend on it).
   LinearAttentionState(const LinearSpec& spec, const LinearStateShape& shape,
                        std::optional<float> scale = std::nullopt, int threads = 0);
   ~LinearAttentionState();

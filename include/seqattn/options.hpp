@@ -46,9 +46,12 @@ FeatureMap parse_feature_map(std::string_view name, std::string_view argument = 
 // keys past key_lengths are invisible). The guard g_i: elu1 and relu add epsilon to the
 // denominator φ(q_i)ᵀ Σ_j φ(k_j); FAVOR+ adds nothing (its kernel rescales the features by
 // stabilisers that cancel in the ratio, so an additive epsilon would not be scale-invariant).
-// A row whose g_i is 0 (no visible key, or epsilon = 0 with all-zero features) is zeros.
-// Queries and keys are scaled by scale^(1/2) each before φ, so that FAVOR+ approximates
-// softmax(Q Kᵀ·scale) V. The recurrent form is LinearAttentionState (linear_state.hpp).
+// A row whose g_i is 0 (no visible key, or epsilon = 0 with all-zero features) is zeros; a NaN
+// in a visible key, value or the query makes the row NaN, as in dense attention.
+// Scale: elu1 and relu apply φ to the raw q and k by default, as Katharopoulos et al. (2020)
+// and fast-transformers define it; FAVOR+ approximates softmax(Q Kᵀ·scale) V with softmax's
+// default scale 1/√D. An explicit AttentionOptions::scale (finite, > 0) multiplies q and k by
+// scale^(1/2) each before φ, for every map. The recurrent form is LinearAttentionState.
 struct LinearSpec {
   FeatureMap feature_map = FeatureMap::kElu1;
   std::int64_t num_features = 0;  // FAVOR+ m; 0 means m = D (elu1/relu: 0 or D)
@@ -93,7 +96,7 @@ struct Mask {
 struct AttentionOptions {
   VariantSpec variant = DenseSpec{};
   Mask mask;
-  std::optional<float> scale;     // default 1/√D
+  std::optional<float> scale;     // finite, > 0; default 1/√D (linear elu1/relu: see LinearSpec)
   std::optional<Tensor> weights;  // optional output [B, H_q, S_q, S_k] (dense, sliding window)
   std::optional<Tensor> lse;      // optional output [B, H_q, S_q, 1]: per-row log-sum-exp
   int threads = 0;                // 0 = all available cores

@@ -164,7 +164,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--lse", flags->lse, "also write the per-row log-sum-exp [B,H,S_q]");
   cmd->add_flag("--causal", flags->causal, "causal mask (key j visible iff j <= i + S_k - S_q)");
   cmd->add_option("--key-lengths", flags->key_lengths, "valid keys per batch, e.g. 5,3");
-  flags->scale_opt = cmd->add_option("--scale", flags->scale, "score scale (default 1/sqrt(D))");
+  flags->scale_opt = cmd->add_option(
+      "--scale", flags->scale,
+      "score scale, finite and > 0 (default 1/sqrt(D); linear elu1/relu: unscaled, favor: "
+      "1/sqrt(D))");
   cmd->add_option("--threads", flags->threads, "threads (0 = all cores)")->capture_default_str();
   cmd->add_option("--layout", flags->layout, "rank-4 file layout: bhsd or bshd")
       ->capture_default_str();

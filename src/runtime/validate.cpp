@@ -64,6 +64,13 @@ void check_output_disjoint(const std::string& name, const ByteRange& range,
   }
 }
 
+void check_scale(float scale, const std::string& name) {
+  if (!std::isfinite(scale) || !(scale > 0.0f)) {
+    fail(name, "a finite number > 0", std::to_string(scale),
+         "leave it unset for the default (1/sqrt(D); linear elu1/relu: unscaled)");
+  }
+}
+
 std::string shape_text(const std::array<std::int64_t, 4>& shape) {
   std::ostringstream s;
   s << '[' << shape[0] << ", " << shape[1] << ", " << shape[2] << ", " << shape[3] << ']';
@@ -196,9 +203,9 @@ Problem plan_problem(const AttentionShape& shape, const AttentionOptions& option
   if (mask.bias) check_mask_like("mask.bias", *mask.bias, p);
 
   if (options.scale) {
-    if (!std::isfinite(*options.scale))
-      fail("scale", "a finite number", std::to_string(*options.scale));
+    check_scale(*options.scale);
     p.scale = *options.scale;
+    p.scale_given = true;
   } else {
     p.scale = 1.0f / std::sqrt(static_cast<float>(p.dim()));
   }

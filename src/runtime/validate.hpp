@@ -45,6 +45,10 @@ void check_no_self_overlap(const std::string& name, const std::array<std::int64_
 AttentionShape shape_of(const AnyConstTensor& q, const AnyConstTensor& k, const AnyConstTensor& v,
                         const AnyTensor& out);
 
+// A caller's softmax or feature scale: finite and > 0 (a negative one would flip which keys a
+// query prefers, and zero makes every score equal).
+void check_scale(float scale, const std::string& name = "scale");
+
 // Extents >= 1, H_q a multiple of H_kv, sizes that fit.
 void check_shape(const AttentionShape& shape);
 

@@ -209,7 +209,7 @@ std::optional<Expected> Case::reference(std::int64_t cached_len) const {
                                      ? favor_random_matrix(features, dim_q, l->seed)
                                      : std::vector<float>{};
     return Expected{
-        reference::linear(qv, kv, vv, l->feature_map, w, features, l->epsilon, m, scale)};
+        reference::linear(qv, kv, vv, l->feature_map, w, features, l->epsilon, m, options.scale)};
   }
   const auto& l = std::get<LinformerSpec>(options.variant);
   const std::vector<float> e = linformer_random_projection(l.proj_len, len_k, l.seed);

@@ -94,7 +94,8 @@ inline reference::Result attention_reference(const VariantSpec& spec, const Cons
         favor.insert(favor.end(), row, row + lin->favor_matrix.cols);
       }
     }
-    return reference::linear(q, k, v, lin->feature_map, favor, m, lin->epsilon, mask, scale);
+    // The layer sets no scale: linear takes its feature map's default.
+    return reference::linear(q, k, v, lin->feature_map, favor, m, lin->epsilon, mask, std::nullopt);
   }
   if (const auto* lf = std::get_if<LinformerSpec>(&spec)) {
     return reference::linformer(q, k, v, lf->e, lf->f, mask, scale);

@@ -142,10 +142,12 @@ std::vector<double> row(const ConstTensor& t, std::int64_t b, std::int64_t h, st
 
 Result linear(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
               FeatureMap feature_map, const std::vector<float>& favor_w, std::int64_t m,
-              double epsilon, const Mask& mask, double scale) {
+              double epsilon, const Mask& mask, std::optional<double> scale) {
   Result r = shaped(q, k, v, false);
   const std::int64_t group = q.shape[1] / k.shape[1];
-  const double root = std::sqrt(scale);
+  const double default_scale =
+      feature_map == FeatureMap::kFavor ? 1.0 / std::sqrt(static_cast<double>(q.shape[3])) : 1.0;
+  const double root = std::sqrt(scale.value_or(default_scale));
   for (std::int64_t b = 0; b < r.batch; ++b) {
     const std::int64_t len = key_length(mask, b, r.seq_k);
     for (std::int64_t h = 0; h < r.heads; ++h) {
@@ -169,7 +171,7 @@ Result linear(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
         const double g = feature_map == FeatureMap::kFavor ? den : den + epsilon;
         for (std::int64_t d = 0; d < r.dim_v; ++d) {
           r.out[static_cast<size_t>(((b * r.heads + h) * r.seq_q + i) * r.dim_v + d)] =
-              g > 0 ? num[d] / g : 0.0;
+              g <= 0 ? 0.0 : num[d] / g;  // NaN stays NaN
         }
       }
     }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "seqattn/options.hpp"
@@ -43,9 +44,11 @@ Result sliding_window(const ConstTensor& q, const ConstTensor& k, const ConstTen
 
 // Kernelised linear attention (see LinearSpec). favor_w is the [m, D] FAVOR+ matrix (row-major,
 // contiguous) and is ignored for the other feature maps. Honours key_lengths and causal.
+// q and k are multiplied by √scale before φ; without a scale, elu1 and relu take the raw
+// vectors (Katharopoulos et al. 2020) and FAVOR+ uses softmax's 1/√D.
 Result linear(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
               FeatureMap feature_map, const std::vector<float>& favor_w, std::int64_t m,
-              double epsilon, const Mask& mask, double scale);
+              double epsilon, const Mask& mask, std::optional<double> scale);
 
 // Dense attention over K' = E·K and V' = F·V, E and F [proj_len, >= S_k] row-major
 // (first S_k columns used); keys past key_lengths are zeroed before projecting.

@@ -184,7 +184,7 @@ inline reference::Result reference_for(const VariantSpec& spec, const ConstTenso
     const std::int64_t m = l->num_features == 0 ? dim : l->num_features;
     std::vector<float> favor;
     if (l->feature_map == FeatureMap::kFavor) favor = favor_random_matrix(m, dim, l->seed);
-    return reference::linear(q, k, v, l->feature_map, favor, m, l->epsilon, mask, scale);
+    return reference::linear(q, k, v, l->feature_map, favor, m, l->epsilon, mask, std::nullopt);
   }
   if (const auto* f = std::get_if<LinformerSpec>(&spec)) {
     const std::int64_t s_k = k.shape[2];

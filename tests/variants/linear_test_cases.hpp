@@ -62,15 +62,12 @@ inline LinearInputs make_linear_inputs(const LinearCase& c, std::uint32_t seed) 
   return in;
 }
 
+// scale: the call's (nullopt when it set none).
 inline reference::Result linear_reference(const LinearCase& c, const LinearInputs& in,
-                                          double scale) {
+                                          std::optional<double> scale = std::nullopt) {
   const std::int64_t m = c.features == 0 ? c.dim : c.features;
   return reference::linear(in.q.cview(), in.k.cview(), in.v.cview(), c.map, in.favor, m,
                            in.spec.epsilon, in.mask, scale);
-}
-
-inline double default_scale(const LinearCase& c) {
-  return static_cast<double>(1.0f / std::sqrt(static_cast<float>(c.dim)));
 }
 
 }  // namespace seqattn::testing

@@ -55,7 +55,7 @@ OwnedTensor run_linear(const LinearCase& c, const LinearInputs& in, int threads 
 
 void expect_matches_reference(const LinearCase& c, std::uint32_t seed) {
   const LinearInputs in = make_linear_inputs(c, seed);
-  const reference::Result ref = linear_reference(c, in, default_scale(c));
+  const reference::Result ref = linear_reference(c, in);
   for_each_target([&] {
     const OwnedTensor out = run_linear(c, in);
     const double error = reference::max_relative_error(out.view, ref);
@@ -149,7 +149,7 @@ TEST(LinearAttention, CallerGivenFavorMatrixWithRowPadding) {
   for (int r = 0; r < 20; ++r) std::copy_n(&w[r * 17], 17, &padded[r * 19]);
   in.spec.favor_matrix = {padded.data(), 20, 17, 19};
   in.favor = w;
-  const reference::Result ref = linear_reference(c, in, default_scale(c));
+  const reference::Result ref = linear_reference(c, in);
   for_each_target(
       [&] { EXPECT_LE(reference::max_relative_error(run_linear(c, in).view, ref), kTolerance); });
 }
@@ -181,6 +181,53 @@ TEST(LinearAttention, BitwiseIdenticalForAnyThreadCount) {
   }
 }
 
+TEST(LinearAttention, CausalSegmentsAcrossThreads) {
+  // elu1/relu causal runs in segments of 8 chunks (512 keys on AVX-512, 256 below) that the
+  // threads share in waves: several segments, a partial last one, S_q != S_k, key lengths
+  // inside and on segment boundaries, GQA, and thread counts that do and do not divide them.
+  for (F map : {F::kElu1, F::kRelu}) {
+    LinearCase c = make_case(map, 0, true, 1300, 1300, 32, 17);
+    expect_matches_reference(c, 91);
+    c.seq_q = 700;
+    expect_matches_reference(c, 92);
+    c.seq_q = 1300;
+    c.seq_k = 1100;
+    expect_matches_reference(c, 93);
+    c.seq_k = 1300;
+    c.batch = 3;
+    c.key_lengths = {512, 1024, 1};
+    expect_matches_reference(c, 94);
+    c = make_case(map, 0, true, 1300, 1300, 32, 17);
+    c.heads_q = 2;
+    expect_thread_count_invariant(c);
+    c.batch = 3;
+    c.heads_q = 4;
+    c.heads_kv = 2;
+    c.key_lengths = {0, 700, 1300};
+    expect_thread_count_invariant(c);
+  }
+}
+
+TEST(LinearAttention, DrawnFavorMatricesAreKeptPerShapeAndSeed) {
+  // One-shot calls keep the last few drawn matrices by (m, D, seed): every call must still use
+  // its own, across more seeds and shapes than the cache holds and back.
+  std::vector<std::vector<float>> first;
+  for (int round = 0; round < 2; ++round) {
+    for (std::uint32_t seed = 0; seed < 10; ++seed) {
+      const std::int64_t m = 8 + seed % 3, d = 16 + seed % 2;
+      const LinearCase c = make_case(F::kFavor, m, false, 17, 17, d, 5);
+      const LinearInputs in = make_linear_inputs(c, seed);  // FAVOR+ seed = seed
+      const OwnedTensor out = run_linear(c, in);
+      EXPECT_LE(reference::max_relative_error(out.view, linear_reference(c, in)), kTolerance);
+      if (round == 0) {
+        first.push_back(out.storage);
+      } else {
+        EXPECT_EQ(out.storage, first[seed]) << "seed " << seed;
+      }
+    }
+  }
+}
+
 TEST(LinearAttention, FavorLargeNormsStayAccurate) {
   // |x|²/2 ≈ 190 after scaling: exp of the raw log-features underflows in float, the
   // stabilisers keep them in range. The log-features themselves are ~200 in float, so their
@@ -189,7 +236,7 @@ TEST(LinearAttention, FavorLargeNormsStayAccurate) {
     LinearCase c = make_case(F::kFavor, 0, causal, 257, 257, 64, 17);
     c.magnitude = 12.0f;
     const LinearInputs in = make_linear_inputs(c, 81);
-    const reference::Result ref = linear_reference(c, in, default_scale(c));
+    const reference::Result ref = linear_reference(c, in);
     const OwnedTensor out = run_linear(c, in);
     EXPECT_LE(reference::max_relative_error(out.view, ref), 2e-4) << describe(c);
   }

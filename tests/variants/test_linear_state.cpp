@@ -74,7 +74,7 @@ TEST(LinearState, StepsEqualBatchCausalOnEveryTarget) {
   for (FeatureMap map : {FeatureMap::kElu1, FeatureMap::kRelu, FeatureMap::kFavor}) {
     const LinearCase c = stream_case(map);
     const LinearInputs in = make_linear_inputs(c, 7);
-    const reference::Result ref = linear_reference(c, in, default_scale(c));
+    const reference::Result ref = linear_reference(c, in);
     for_each_target([&] {
       const OwnedTensor batch = run_batch(c, in);
       for (const auto& pieces : std::vector<std::vector<std::int64_t>>{{1}, {3, 17}, {64, 65, 1}}) {
@@ -107,7 +107,7 @@ TEST(LinearState, FavorStabiliserRescalesWhenKeysGrow) {
     for (std::int64_t h = 0; h < c.heads_kv; ++h)
       for (std::int64_t s = 0; s < c.seq_k; ++s)
         for (std::int64_t d = 0; d < c.dim; ++d) in.k.view.at(b, h, s, d) *= 1.0f + s / 40.0f;
-  const reference::Result ref = linear_reference(c, in, default_scale(c));
+  const reference::Result ref = linear_reference(c, in);
   const OwnedTensor steps = run_steps(c, in, {1, 7});
   EXPECT_LE(reference::max_relative_error(steps.view, ref), 1e-4);
   EXPECT_LE(max_difference(steps, run_batch(c, in)), 1e-4);

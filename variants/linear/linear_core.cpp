@@ -1,15 +1,19 @@
-// Kernelised linear attention for one kv head: φ(K)ᵀV summaries through the GEMM engine, the
-// element work (feature maps, stabilisers, the final division) through linear_simd.
+// Kernelised linear attention for one kv head: φ(K)ᵀV summaries and the query products through
+// the tile kernel (linear_tiles), the element work (feature maps, stabilisers, the final
+// division) through linear_simd.
 #include "variants/linear/linear_core.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <string>
 
-#include "gemm/gemm.hpp"
 #include "runtime/validate.hpp"
 #include "seqattn/attention.hpp"
+#include "variants/linear/linear_tiles.hpp"
 
 namespace seqattn::detail {
 namespace {
@@ -22,35 +26,27 @@ constexpr std::int64_t kMaxFeatures = 1 << 16;
 
 std::string str(std::int64_t x) { return std::to_string(x); }
 
-// Blocks of at most this many token rows (token-by-token decoding) skip the GEMM engine,
-// whose packing costs more than their arithmetic.
-constexpr std::int64_t kSmallRows = 4;
-
-// The products below are single-threaded: the caller already runs one kv head per thread.
-// c [n, cols] = beta·c + a [n, k] · b [k, cols].
+// The products below are single-threaded (the caller already spreads heads and blocks over
+// threads) and go through the broadcast tile kernel, whose operands stay in L1.
+// c [n, cols] (+)= a [n, k] · b [k, cols].
 void multiply(std::int64_t n, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda,
-              const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  if (n <= kSmallRows) return simd::small_multiply(n, cols, k, a, lda, b, ldb, beta, c, ldc);
-  sgemm(Transpose::kNo, Transpose::kNo, n, cols, k, 1.0f, a, lda, b, ldb, beta, c, ldc, 1);
+              const float* b, std::int64_t ldb, bool accumulate, float* c, std::int64_t ldc) {
+  linear_tiles::multiply_broadcast(n, cols, k, a, lda, 1, b, ldb, c, ldc, accumulate);
 }
 
 // c [m, cols] += a [k, m]ᵀ · b [k, cols].
 void accumulate_transposed(std::int64_t k, std::int64_t m, std::int64_t cols, const float* a,
-                           std::int64_t lda, const float* b, std::int64_t ldb, float* c,
-                           std::int64_t ldc) {
-  if (k <= kSmallRows) return simd::small_transposed_accumulate(k, m, cols, a, lda, b, ldb, c, ldc);
-  sgemm(Transpose::kYes, Transpose::kNo, m, cols, k, 1.0f, a, lda, b, ldb, 1.0f, c, ldc, 1);
+                           std::int64_t lda, const float* b, std::int64_t ldb,
+                           linear_tiles::Lines ahead, float* c, std::int64_t ldc) {
+  linear_tiles::multiply_broadcast(m, cols, k, a, 1, lda, b, ldb, c, ldc, true, ahead);
 }
 
-// out [n, c] = a [n, m] · b [c, m]ᵀ.
-void multiply_transposed(std::int64_t n, std::int64_t c, std::int64_t m, const float* a,
-                         const float* b, float* out) {
-  if (n <= kSmallRows && c <= kSmallRows) {
-    std::fill(out, out + n * c, 0.0f);
-    for (std::int64_t i = 0; i < n; ++i) simd::add_row_dots(b, c, m, m, a + i * m, out + i * c);
-    return;
+// dst [cols, rows] = src [rows, cols]ᵀ (both contiguous): a chunk's key features, once per
+// chunk, so that the score products read them by contiguous rows.
+void transpose(const float* src, std::int64_t rows, std::int64_t cols, float* dst) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
   }
-  sgemm(Transpose::kNo, Transpose::kYes, n, c, m, 1.0f, a, m, b, m, 0.0f, out, c, 1);
 }
 
 // map(rows [row0, row0 + n) of src · mul) as a contiguous [n, cols] matrix.
@@ -86,7 +82,7 @@ const float* query_features(const LinearPlan& plan, const HeadState& state, cons
   }
   const std::int64_t m = plan.features;
   gather_mapped(q, row0, n, plan.root_scale, simd::RowMap::kScale, ws.x.data());
-  multiply(n, m, plan.dim, ws.x.data(), plan.dim, plan.favor_t.data(), m, 0.0f, phi, m);
+  multiply(n, m, plan.dim, ws.x.data(), plan.dim, plan.favor_t->data(), m, false, phi, m);
   simd::add_to_rows(phi, n, m, m, state.key_shift.data());
   simd::row_max(phi, n, m, m, ws.norms.data());
   simd::exp_shifted_rows(phi, n, m, m, ws.norms.data(), nullptr);
@@ -129,42 +125,89 @@ void key_features(const LinearPlan& plan, HeadState& state, const ConstRows& k, 
   }
   const std::int64_t m = plan.features;
   gather_mapped(k, row0, n, plan.root_scale, simd::RowMap::kScale, ws.x.data());
-  multiply(n, m, plan.dim, ws.x.data(), plan.dim, plan.favor_t.data(), m, 0.0f, phi, m);
+  multiply(n, m, plan.dim, ws.x.data(), plan.dim, plan.favor_t->data(), m, false, phi, m);
   simd::half_squared_norms(ws.x.data(), n, plan.dim, plan.dim, ws.norms.data());
   raise_key_shifts(plan, state, n, ws);
   simd::exp_shifted_rows(phi, n, m, m, ws.norms.data(), state.key_shift.data());
 }
 
-// Value rows [row0, row0 + n) as a GEMM operand: read in place when rows are contiguous.
+// Value rows [row0, row0 + n) as a tile-kernel operand, always copied: the copy streams V
+// from memory in order (which the hardware prefetcher follows), and the kernel then re-reads
+// it from L1. Read in place, V's first touch stalled the kernel's loads (18% of its samples
+// at S = 65536 on one load).
 const float* value_rows(const ConstRows& v, std::int64_t row0, std::int64_t n, LinearWorkspace& ws,
                         std::int64_t* ld) {
-  if (v.col_stride == 1 && v.row_stride >= v.cols) {
-    *ld = v.row_stride;
-    return v.row(row0);
-  }
   gather_mapped(v, row0, n, 1.0f, simd::RowMap::kScale, ws.values.data());
   *ld = v.cols;
   return ws.values.data();
 }
 
+// Lines requested per block at most: 2 × 256 rows of 256 bytes (key or query block of K and V,
+// or of Q and out, at D = 64); longer rows are requested in part.
+constexpr std::size_t kAheadLines = 2048;
+
+// Adds the cache lines of rows [row0, row0 + n) of t (clipped to its rows) to ws.ahead, up to
+// its capacity: the next block, requested while this one computes (see linear_tiles).
+template <class T>
+void add_lines(const StridedRows<T>& t, std::int64_t row0, std::int64_t n, LinearWorkspace& ws) {
+  constexpr std::int64_t kLineFloats = 16;
+  const std::int64_t span = (t.cols - 1) * t.col_stride + 1;  // floats one row reaches
+  const std::int64_t per_row = (span + kLineFloats - 1) / kLineFloats;
+  const std::int64_t room = static_cast<std::int64_t>(ws.ahead.size()) - ws.ahead_count;
+  const std::int64_t rows = std::max<std::int64_t>(0, std::min({n, t.rows - row0, room / per_row}));
+  const float** out = ws.ahead.data() + ws.ahead_count;
+  for (std::int64_t r = row0; r < row0 + rows; ++r) {
+    const float* row = t.row(r);
+    for (std::int64_t l = 0; l < per_row; ++l) *out++ = row + l * kLineFloats;
+  }
+  ws.ahead_count += rows * per_row;
+}
+
+linear_tiles::Lines ahead_of(const LinearWorkspace& ws) {
+  return {ws.ahead.data(), ws.ahead_count};
+}
+
 // Adds the keys whose features are in ws.phi_k to the state.
 void absorb_keys(const LinearPlan& plan, HeadState& state, std::int64_t n, const float* values,
-                 std::int64_t ldv, LinearWorkspace& ws) {
+                 std::int64_t ldv, LinearWorkspace& ws, linear_tiles::Lines ahead = {}) {
   const std::int64_t m = plan.features;
-  accumulate_transposed(n, m, plan.dim_v, ws.phi_k.data(), m, values, ldv, state.summary.data(),
-                        plan.dim_v);
+  accumulate_transposed(n, m, plan.dim_v, ws.phi_k.data(), m, values, ldv, ahead,
+                        state.summary.data(), plan.dim_v);
   simd::add_column_sums(ws.phi_k.data(), n, m, m, state.normaliser.data());
   state.keys += n;
 }
 
-// The keys of the current causal chunk (features in ws.phi_k): query row i sees its first
+// The keys of the current causal chunk: query row i sees its first
 // clamp(i + visible_base, 0, count) keys.
 struct ChunkKeys {
   std::int64_t count = 0;
+  const float* phi_t = nullptr;  // their features, transposed: [m, count]
   const float* values = nullptr;
   std::int64_t ldv = 0;
   std::int64_t visible_base = 0;
+  bool finite_values = true;  // no Inf or NaN among the values
 };
+
+// num [n, dv] += scores [n, c] · values [c, dv], row r over its visible(r) first keys only
+// (visible non-decreasing in r): a masked score must not meet a value it cannot see, since
+// 0 · NaN is NaN. Blocks of rows share the keys their first row sees; each row adds the few
+// beyond them (fewer than kRowBlock) on its own.
+template <class Visible>
+void add_visible_products(std::int64_t n, std::int64_t dv, std::int64_t c, const float* scores,
+                          const Visible& visible, const float* values, std::int64_t ldv,
+                          float* num) {
+  constexpr std::int64_t kRowBlock = 8;
+  for (std::int64_t r0 = 0; r0 < n; r0 += kRowBlock) {
+    const std::int64_t rows = std::min(kRowBlock, n - r0), common = visible(r0);
+    multiply(rows, dv, common, scores + r0 * c, c, values, ldv, true, num + r0 * dv, dv);
+    for (std::int64_t r = r0; r < r0 + rows; ++r) {
+      const std::int64_t extra = visible(r) - common;
+      if (extra == 0) continue;
+      multiply(1, dv, extra, scores + r * c + common, c, values + common * ldv, ldv, true,
+               num + r * dv, dv);
+    }
+  }
+}
 
 // Outputs of query rows [row0, row0 + n): the state's contribution, plus the chunk's keys
 // under the causal mask when `chunk` is given.
@@ -179,25 +222,38 @@ void emit_queries(const LinearPlan& plan, const HeadState& state, const ConstRow
     return;
   }
   const float* phi = query_features(plan, state, q, row0, n, ws);
+  ws.ahead_count = 0;  // the next query block's rows, requested while this one computes
+  add_lines(q, row0 + n, n, ws);
+  add_lines(out, row0 + n, n, ws);
   float* num = ws.num.data();
   float* den = ws.den.data();
-  multiply(n, dv, m, phi, m, state.summary.data(), dv, 0.0f, num, dv);
+  linear_tiles::multiply_broadcast(n, dv, m, phi, m, 1, state.summary.data(), dv, num, dv, false,
+                                   ahead_of(ws));
   std::fill(den, den + n, 0.0f);
   simd::add_row_dots(phi, n, m, m, state.normaliser.data(), den);
   if (chunk != nullptr) {
     const std::int64_t c = chunk->count;
     float* scores = ws.scores.data();
-    multiply_transposed(n, c, m, phi, ws.phi_k.data(), scores);
-    for (std::int64_t r = 0; r < n; ++r) {
-      const std::int64_t visible = std::clamp(row0 + r + chunk->visible_base, std::int64_t{0}, c);
-      std::fill(scores + r * c + visible, scores + (r + 1) * c, 0.0f);
+    multiply(n, c, m, phi, m, chunk->phi_t, c, false, scores, c);
+    const auto visible = [&](std::int64_t r) {
+      return std::clamp(row0 + r + chunk->visible_base, std::int64_t{0}, c);
+    };
+    for (std::int64_t r = 0; r < n; ++r)
+      std::fill(scores + r * c + visible(r), scores + (r + 1) * c, 0.0f);
+    // With finite values a masked (zero) score adds exactly 0, so one product does.
+    if (chunk->finite_values) {
+      multiply(n, dv, c, scores, c, chunk->values, chunk->ldv, true, num, dv);
+    } else {
+      add_visible_products(n, dv, c, scores, visible, chunk->values, chunk->ldv, num);
     }
-    multiply(n, dv, c, scores, c, chunk->values, chunk->ldv, 1.0f, num, dv);
     simd::add_row_sums(scores, n, c, c, den);
   }
   simd::divide_rows(num, n, dv, dv, den, plan.epsilon, plan.map == FeatureMap::kFavor,
                     out.row(row0), out.row_stride, out.col_stride);
 }
+
+// dst[0, n) += src[0, n).
+void add_to(float* dst, const float* src, std::int64_t n) { simd::add_to_rows(dst, 1, n, n, src); }
 
 // emit_queries over rows [first, last) of every head in the group, in query blocks.
 void emit_range(const LinearPlan& plan, const HeadState& state, const QueryGroup& group,
@@ -209,6 +265,64 @@ void emit_range(const LinearPlan& plan, const HeadState& state, const QueryGroup
       emit_queries(plan, state, group.q[g], group.out[g], r, std::min(block, last - r), chunk, ws);
     }
   }
+}
+
+// The queries of the causal chunk of keys [c0, c0 + chunk.count): query i goes with the chunk
+// holding its last visible key i + offset, the last chunk also takes every query that sees
+// all keys, and queries [0, state_only) (which see none) were emitted before.
+void emit_chunk_queries(const LinearPlan& plan, const HeadState& state, const QueryGroup& group,
+                        const ChunkKeys& chunk, std::int64_t c0, std::int64_t offset,
+                        std::int64_t state_only, bool last, LinearWorkspace& ws) {
+  const std::int64_t seq_q = group.q.front().rows;
+  const std::int64_t first = std::clamp(c0 - offset, state_only, seq_q);
+  const std::int64_t end = last ? seq_q : std::clamp(c0 + chunk.count - offset, first, seq_q);
+  emit_range(plan, state, group, first, end, &chunk, ws);
+}
+
+using SharedMatrix = std::shared_ptr<const std::vector<float>>;
+
+// Wᵀ [D, m] of a [m, D] matrix, contiguous.
+SharedMatrix transposed(const MatrixView<const float>& w) {
+  auto t = std::make_shared<std::vector<float>>(checked_vector<float>(
+      checked_product({w.cols, w.rows}, "D x num_features"), "spec.num_features"));
+  for (std::int64_t r = 0; r < w.rows; ++r) {
+    for (std::int64_t c = 0; c < w.cols; ++c) (*t)[c * w.rows + r] = w.row(r)[c];
+  }
+  return t;
+}
+
+// The transposed FAVOR+ matrices drawn for the last few (m, D, seed): attend() plans on every
+// call, and drawing and orthogonalising (O(m·D²)) each time cost more than attention itself at
+// short lengths. Bounded in entries and in size (a larger matrix is drawn every time).
+SharedMatrix drawn_favor_transpose(std::int64_t m, std::int64_t dim, std::uint64_t seed) {
+  struct Entry {
+    std::int64_t m, dim;
+    std::uint64_t seed;
+    SharedMatrix w;
+  };
+  constexpr std::size_t kEntries = 8;
+  constexpr std::int64_t kMaxCachedFloats = std::int64_t{1} << 22;  // 16 MB
+  static std::mutex mutex;
+  static std::vector<Entry> recent;  // most recent last
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = recent.begin(); it != recent.end(); ++it) {
+      if (it->m == m && it->dim == dim && it->seed == seed) {
+        Entry hit = *it;
+        recent.erase(it);
+        recent.push_back(hit);
+        return hit.w;
+      }
+    }
+  }
+  const std::vector<float> drawn = favor_random_matrix(m, dim, seed);
+  SharedMatrix w = transposed({drawn.data(), m, dim, dim});
+  if (m * dim <= kMaxCachedFloats) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (recent.size() == kEntries) recent.erase(recent.begin());
+    recent.push_back({m, dim, seed, w});
+  }
+  return w;
 }
 
 }  // namespace
@@ -249,7 +363,7 @@ std::int64_t validate_linear_spec(const LinearSpec& spec, std::int64_t dim) {
 }
 
 LinearPlan make_linear_plan(const LinearSpec& spec, std::int64_t dim, std::int64_t dim_v,
-                            float scale) {
+                            std::optional<float> scale) {
   LinearPlan plan;
   plan.map = spec.feature_map;
   plan.dim = dim;
@@ -257,22 +371,15 @@ LinearPlan make_linear_plan(const LinearSpec& spec, std::int64_t dim, std::int64
   plan.features = validate_linear_spec(spec, dim);
   // Every head's summary is features x D_v (HeadState::reset sizes it inside thread regions).
   checked_product({plan.features, dim_v}, "num_features x D_v (the summary)");
-  plan.root_scale = std::sqrt(scale);
+  const bool favor = spec.feature_map == FeatureMap::kFavor;
+  const float default_scale = favor ? 1.0f / std::sqrt(static_cast<float>(dim)) : 1.0f;
+  plan.root_scale = std::sqrt(scale.value_or(default_scale));
   plan.epsilon = spec.epsilon;
   plan.blocking = simd::blocking();
   if (plan.map == FeatureMap::kFavor) {
-    const std::int64_t m = plan.features;
-    std::vector<float> drawn;
-    MatrixView<const float> w = spec.favor_matrix;
-    if (w.data == nullptr) {
-      drawn = favor_random_matrix(m, dim, spec.seed);
-      w = {drawn.data(), m, dim, dim};
-    }
+    const MatrixView<const float>& w = spec.favor_matrix;
     plan.favor_t =
-        checked_vector<float>(checked_product({dim, m}, "D x num_features"), "spec.num_features");
-    for (std::int64_t r = 0; r < m; ++r) {
-      for (std::int64_t c = 0; c < dim; ++c) plan.favor_t[c * m + r] = w.row(r)[c];
-    }
+        w.data != nullptr ? transposed(w) : drawn_favor_transpose(plan.features, dim, spec.seed);
   }
   return plan;
 }
@@ -293,6 +400,7 @@ LinearWorkspace::LinearWorkspace(const LinearPlan& plan) {
   x = sized(rows * plan.dim);
   phi_q = sized(b.query_block * plan.features);
   phi_k = sized(key_rows * plan.features);
+  phi_kt = sized(b.causal_chunk * plan.features);
   norms = sized(rows);
   values = sized(key_rows * plan.dim_v);
   num = sized(b.query_block * plan.dim_v);
@@ -300,6 +408,7 @@ LinearWorkspace::LinearWorkspace(const LinearPlan& plan) {
   scores = sized(b.query_block * b.causal_chunk);
   col_max = sized(plan.features);
   factors = sized(plan.features);
+  ahead.assign(kAheadLines, nullptr);
 }
 
 void linear_causal_head(const LinearPlan& plan, HeadState& state, const ConstRows& k,
@@ -317,13 +426,12 @@ void linear_causal_head(const LinearPlan& plan, HeadState& state, const ConstRow
     key_features(plan, state, k, c0, n, ws);
     ChunkKeys chunk;
     chunk.count = n;
+    transpose(ws.phi_k.data(), n, plan.features, ws.phi_kt.data());
+    chunk.phi_t = ws.phi_kt.data();
     chunk.values = value_rows(v, c0, n, ws, &chunk.ldv);
+    chunk.finite_values = simd::all_finite(chunk.values, n * plan.dim_v);
     chunk.visible_base = offset - c0 + 1;
-    // Query i belongs to the chunk holding its last visible key i + offset; the last chunk
-    // also takes every query that sees all keys.
-    const std::int64_t first = std::clamp(c0 - offset, state_only, seq_q);
-    const std::int64_t end = last ? seq_q : std::clamp(c0 + n - offset, first, seq_q);
-    emit_range(plan, state, group, first, end, &chunk, ws);
+    emit_chunk_queries(plan, state, group, chunk, c0, offset, state_only, last, ws);
     absorb_keys(plan, state, n, chunk.values, chunk.ldv, ws);
   }
 }
@@ -336,13 +444,97 @@ void linear_absorb_all(const LinearPlan& plan, HeadState& state, const ConstRows
     key_features(plan, state, k, r, n, ws);
     std::int64_t ldv = 0;
     const float* values = value_rows(v, r, n, ws, &ldv);
-    absorb_keys(plan, state, n, values, ldv, ws);
+    ws.ahead_count = 0;
+    add_lines(k, r + n, block, ws);
+    add_lines(v, r + n, block, ws);
+    absorb_keys(plan, state, n, values, ldv, ws, ahead_of(ws));
   }
 }
 
 void linear_emit_rows(const LinearPlan& plan, const HeadState& state, const ConstRows& q,
                       const MutRows& out, std::int64_t row0, std::int64_t n, LinearWorkspace& ws) {
   emit_queries(plan, state, q, out, row0, n, nullptr, ws);
+}
+
+}  // namespace seqattn::detail
+
+namespace seqattn::detail {
+
+SegmentKeys::SegmentKeys(const LinearPlan& plan) {
+  const std::int64_t g = plan.blocking.segment, c = plan.blocking.causal_chunk;
+  const std::int64_t chunks = (g + c - 1) / c, m = plan.features, dv = plan.dim_v;
+  const char* what = "linear attention's causal segment buffers";
+  phi_t = checked_vector<float>(checked_product({g, m}, what), what);
+  values = checked_vector<float>(checked_product({g, dv}, what), what);
+  summaries = checked_vector<float>(checked_product({chunks, m, dv}, what), what);
+  normalisers = checked_vector<float>(checked_product({chunks, m}, what), what);
+  finite_values.assign(static_cast<std::size_t>(chunks), 1);
+}
+
+void linear_segment_keys(const LinearPlan& plan, const ConstRows& k, const ConstRows& v,
+                         std::int64_t first_key, std::int64_t keys, SegmentKeys& seg,
+                         LinearWorkspace& ws) {
+  const std::int64_t m = plan.features, dv = plan.dim_v, chunk_len = plan.blocking.causal_chunk;
+  seg.first_key = first_key;
+  seg.keys = keys;
+  seg.total.reset(plan);
+  for (std::int64_t c = 0; c * chunk_len < keys; ++c) {
+    const std::int64_t r0 = first_key + c * chunk_len,
+                       n = std::min(chunk_len, keys - c * chunk_len);
+    float* phi_t = seg.phi_t.data() + c * chunk_len * m;  // [m, n]
+    float* values = seg.values.data() + c * chunk_len * dv;
+    float* summary = seg.summaries.data() + c * m * dv;
+    float* normaliser = seg.normalisers.data() + c * m;
+    gather_mapped(k, r0, n, plan.root_scale, row_map(plan.map), ws.phi_k.data());
+    transpose(ws.phi_k.data(), n, m, phi_t);
+    gather_mapped(v, r0, n, 1.0f, simd::RowMap::kScale, values);
+    seg.finite_values[static_cast<std::size_t>(c)] = simd::all_finite(values, n * dv);
+    ws.ahead_count = 0;  // the next chunk's keys and values
+    add_lines(k, r0 + n, n, ws);
+    add_lines(v, r0 + n, n, ws);
+    linear_tiles::multiply_broadcast(m, dv, n, phi_t, n, 1, values, dv, summary, dv, false,
+                                     ahead_of(ws));
+    std::fill(normaliser, normaliser + m, 0.0f);
+    simd::add_row_sums(phi_t, m, n, n, normaliser);
+    add_to(seg.total.summary.data(), summary, m * dv);
+    add_to(seg.total.normaliser.data(), normaliser, m);
+  }
+  seg.total.keys = keys;
+}
+
+void linear_add_state(HeadState& state, const HeadState& more) {
+  add_to(state.summary.data(), more.summary.data(), static_cast<std::int64_t>(more.summary.size()));
+  add_to(state.normaliser.data(), more.normaliser.data(),
+         static_cast<std::int64_t>(more.normaliser.size()));
+  state.keys += more.keys;
+}
+
+void linear_segment_queries(const LinearPlan& plan, HeadState& state, const SegmentKeys& seg,
+                            const QueryGroup& group, std::int64_t offset, bool last_segment,
+                            LinearWorkspace& ws) {
+  if (group.q.empty()) return;
+  const std::int64_t m = plan.features, dv = plan.dim_v, chunk_len = plan.blocking.causal_chunk;
+  const std::int64_t seq_q = group.q.front().rows, end_key = seg.first_key + seg.keys;
+  // Queries that see no key at all (before the first, or none visible) take the empty state.
+  const std::int64_t state_only =
+      end_key == 0 ? seq_q : std::clamp(-offset, std::int64_t{0}, seq_q);
+  if (seg.first_key == 0) emit_range(plan, state, group, 0, state_only, nullptr, ws);
+  for (std::int64_t c = 0; c * chunk_len < seg.keys; ++c) {
+    const std::int64_t c0 = seg.first_key + c * chunk_len;
+    const std::int64_t n = std::min(chunk_len, end_key - c0);
+    const bool last = last_segment && c0 + n == end_key;
+    ChunkKeys chunk;
+    chunk.count = n;
+    chunk.phi_t = seg.phi_t.data() + c * chunk_len * m;
+    chunk.finite_values = seg.finite_values[static_cast<std::size_t>(c)] != 0;
+    chunk.values = seg.values.data() + c * chunk_len * dv;
+    chunk.ldv = dv;
+    chunk.visible_base = offset - c0 + 1;
+    emit_chunk_queries(plan, state, group, chunk, c0, offset, state_only, last, ws);
+    add_to(state.summary.data(), seg.summaries.data() + c * m * dv, m * dv);
+    add_to(state.normaliser.data(), seg.normalisers.data() + c * m, m);
+    state.keys += n;
+  }
 }
 
 }  // namespace seqattn::detail

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "seqattn/options.hpp"
@@ -32,9 +34,12 @@ StridedRows<T> head_rows(const TensorView<T>& t, std::int64_t b, std::int64_t h)
 struct LinearPlan {
   FeatureMap map = FeatureMap::kElu1;
   std::int64_t dim = 0, dim_v = 0, features = 0;  // D, D_v, m
-  float root_scale = 1.0f;                        // √scale, applied to q and k before φ
+  // √scale, applied to q and k before φ: elu1/relu take the raw vectors unless the caller set a
+  // scale (Katharopoulos et al. 2020); FAVOR+ approximates softmax(q·k·scale), default 1/√D.
+  float root_scale = 1.0f;
   float epsilon = 0.0f;
-  std::vector<float> favor_t;  // FAVOR+ Wᵀ [D, m], contiguous (empty otherwise)
+  // FAVOR+ Wᵀ [D, m], contiguous (null otherwise); drawn ones are shared between plans.
+  std::shared_ptr<const std::vector<float>> favor_t;
   linear_simd::Blocking blocking;
 };
 
@@ -42,8 +47,9 @@ struct LinearPlan {
 // feature map, favor_matrix is [m, D] with a valid row stride (FAVOR+ only) and epsilon is
 // finite and >= 0. Returns m.
 std::int64_t validate_linear_spec(const LinearSpec& spec, std::int64_t dim);
+// `scale` is the caller's (already checked finite and > 0), or nullopt for the map's default.
 LinearPlan make_linear_plan(const LinearSpec& spec, std::int64_t dim, std::int64_t dim_v,
-                            float scale);
+                            std::optional<float> scale);
 
 // The running sums of one (batch, kv head): summary = Σ_j φ(k_j) v_jᵀ [m, D_v] and
 // normaliser = Σ_j φ(k_j) [m]. For FAVOR+, feature r of every key is stored multiplied by
@@ -63,7 +69,10 @@ struct HeadState {
 class LinearWorkspace {
  public:
   explicit LinearWorkspace(const LinearPlan& plan);
-  std::vector<float> x, phi_q, phi_k, norms, values, num, den, scores, col_max, factors;
+  std::vector<float> x, phi_q, phi_k, phi_kt, norms, values, num, den, scores, col_max, factors;
+  // Cache lines of the next block, requested while this one computes: ahead[0, ahead_count).
+  std::vector<const float*> ahead;
+  std::int64_t ahead_count = 0;
 };
 
 // The query heads (and their outputs) that share one kv head.
@@ -85,5 +94,32 @@ void linear_absorb_all(const LinearPlan& plan, HeadState& state, const ConstRows
                        const ConstRows& v, LinearWorkspace& ws);
 void linear_emit_rows(const LinearPlan& plan, const HeadState& state, const ConstRows& q,
                       const MutRows& out, std::int64_t row0, std::int64_t n, LinearWorkspace& ws);
+
+// Causal attention in segments of plan.blocking.segment keys (elu1 and relu: no stabiliser),
+// so that threads can share one kv head. Phase 1 (linear_segment_keys, any order) computes a
+// segment's features, values and per-chunk sums; a prefix over the segment totals, in
+// order, gives each segment the state of the keys before it (linear_add_state); phase 2
+// (linear_segment_queries, any order) finishes the segment's queries from that state and its
+// stored chunk sums, nothing recomputed. Segments and chunks are fixed by the plan, so the
+// result is the same whichever thread runs which segment.
+struct SegmentKeys {
+  std::int64_t first_key = 0, keys = 0;  // the segment's key rows [first_key, first_key + keys)
+  std::vector<float> phi_t, values;      // per chunk [m, chunk] (transposed); [segment, D_v]
+  std::vector<float> summaries, normalisers;  // per chunk: [m, D_v], [m]
+  std::vector<std::uint8_t> finite_values;    // per chunk: no Inf or NaN among its values
+  HeadState total;                            // the sum over its chunks
+  explicit SegmentKeys(const LinearPlan& plan);
+};
+void linear_segment_keys(const LinearPlan& plan, const ConstRows& k, const ConstRows& v,
+                         std::int64_t first_key, std::int64_t keys, SegmentKeys& seg,
+                         LinearWorkspace& ws);
+// state += more (summary, normaliser, key count).
+void linear_add_state(HeadState& state, const HeadState& more);
+// state: the keys before the segment on entry, and with the segment's on return. Also emits
+// the queries that see no key when the segment is the first; `last_segment` takes the queries
+// that see every key.
+void linear_segment_queries(const LinearPlan& plan, HeadState& state, const SegmentKeys& seg,
+                            const QueryGroup& group, std::int64_t offset, bool last_segment,
+                            LinearWorkspace& ws);
 
 }  // namespace seqattn::detail

@@ -20,8 +20,7 @@ HWY_EXPORT(ExpShiftedRows);
 HWY_EXPORT(AddColumnSums);
 HWY_EXPORT(AddRowDots);
 HWY_EXPORT(AddRowSums);
-HWY_EXPORT(SmallMultiply);
-HWY_EXPORT(SmallTransposedAccumulate);
+HWY_EXPORT(AllFinite);
 HWY_EXPORT(DivideRows);
 
 Blocking blocking() { return HWY_DYNAMIC_DISPATCH(TargetBlocking)(); }
@@ -66,16 +65,7 @@ void add_row_sums(const float* x, std::int64_t rows, std::int64_t cols, std::int
                   float* out) {
   HWY_DYNAMIC_DISPATCH(AddRowSums)(x, rows, cols, ld, out);
 }
-void small_multiply(std::int64_t n, std::int64_t cols, std::int64_t k, const float* a,
-                    std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-                    std::int64_t ldc) {
-  HWY_DYNAMIC_DISPATCH(SmallMultiply)(n, cols, k, a, lda, b, ldb, beta, c, ldc);
-}
-void small_transposed_accumulate(std::int64_t k, std::int64_t m, std::int64_t cols, const float* a,
-                                 std::int64_t lda, const float* b, std::int64_t ldb, float* c,
-                                 std::int64_t ldc) {
-  HWY_DYNAMIC_DISPATCH(SmallTransposedAccumulate)(k, m, cols, a, lda, b, ldb, c, ldc);
-}
+bool all_finite(const float* x, std::int64_t n) { return HWY_DYNAMIC_DISPATCH(AllFinite)(x, n); }
 void divide_rows(const float* num, std::int64_t rows, std::int64_t cols, std::int64_t ld,
                  const float* den, float epsilon, bool zero_when_den_zero, float* out,
                  std::int64_t out_row_stride, std::int64_t out_col_stride) {

@@ -9,6 +9,7 @@ namespace seqattn::detail::linear_simd {
 // Blocking parameters of the target runtime dispatch picks (one table per target).
 struct Blocking {
   std::int64_t causal_chunk = 64;  // keys per chunk of the causal prefix sum
+  std::int64_t segment = 512;      // keys per causal segment (a multiple of causal_chunk)
   std::int64_t key_block = 256;    // keys per block of the non-causal summary
   std::int64_t query_block = 256;  // queries per output block
 };
@@ -45,15 +46,8 @@ void add_row_dots(const float* x, std::int64_t rows, std::int64_t cols, std::int
 // out[r] += Σ_c x[r, c].
 void add_row_sums(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld,
                   float* out);
-// c [n, cols] = beta·c + a [n, k] · b [k, cols] (row-major, leading dimensions lda, ldb, ldc),
-// for blocks of a few rows where the GEMM engine's packing would dominate.
-void small_multiply(std::int64_t n, std::int64_t cols, std::int64_t k, const float* a,
-                    std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-                    std::int64_t ldc);
-// c [m, cols] += aᵀ · b with a [k, m], b [k, cols], for a few rows k.
-void small_transposed_accumulate(std::int64_t k, std::int64_t m, std::int64_t cols, const float* a,
-                                 std::int64_t lda, const float* b, std::int64_t ldb, float* c,
-                                 std::int64_t ldc);
+// Whether x[0, n) holds no Inf and no NaN.
+bool all_finite(const float* x, std::int64_t n);
 // out[r, c] = num[r, c] / g_r with g_r = den[r] (+ epsilon unless zero_when_den_zero), and a
 // zero row where g_r <= 0. out is strided (row and column strides in floats).
 void divide_rows(const float* num, std::int64_t rows, std::int64_t cols, std::int64_t ld,

@@ -59,12 +59,10 @@ LinearAttentionState::LinearAttentionState(const LinearSpec& spec, const LinearS
                                            std::optional<float> scale, int threads)
     : impl_(std::make_unique<Impl>()) {
   check_shape(shape);
-  if (scale && !std::isfinite(*scale))
-    detail::fail("scale", "a finite number", std::to_string(*scale));
+  if (scale) detail::check_scale(*scale);
   const int team = detail::resolve_threads(threads, "threads");
-  const float s = scale ? *scale : 1.0f / std::sqrt(static_cast<float>(shape.dim));
   impl_->shape = shape;
-  impl_->plan = detail::make_linear_plan(spec, shape.dim, shape.dim_v, s);
+  impl_->plan = detail::make_linear_plan(spec, shape.dim, shape.dim_v, scale);
   impl_->threads = team;
   impl_->heads.resize(
       static_cast<std::size_t>(detail::checked_product({shape.batch, shape.heads_kv}, "shape")));
