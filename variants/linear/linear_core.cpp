@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -30,8 +29,9 @@ std::string str(std::int64_t x) { return std::to_string(x); }
 // threads) and go through the broadcast tile kernel, whose operands stay in L1.
 // c [n, cols] (+)= a [n, k] · b [k, cols].
 void multiply(std::int64_t n, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda,
-              const float* b, std::int64_t ldb, bool accumulate, float* c, std::int64_t ldc) {
-  linear_tiles::multiply_broadcast(n, cols, k, a, lda, 1, b, ldb, c, ldc, accumulate);
+              const float* b, std::int64_t ldb, bool accumulate, float* c, std::int64_t ldc,
+              linear_tiles::Lines ahead = {}) {
+  linear_tiles::multiply_broadcast(n, cols, k, a, lda, 1, b, ldb, c, ldc, accumulate, ahead);
 }
 
 // c [m, cols] += a [k, m]ᵀ · b [k, cols].
@@ -41,11 +41,13 @@ void accumulate_transposed(std::int64_t k, std::int64_t m, std::int64_t cols, co
   linear_tiles::multiply_broadcast(m, cols, k, a, 1, lda, b, ldb, c, ldc, true, ahead);
 }
 
-// dst [cols, rows] = src [rows, cols]ᵀ (both contiguous): a chunk's key features, once per
-// chunk, so that the score products read them by contiguous rows.
-void transpose(const float* src, std::int64_t rows, std::int64_t cols, float* dst) {
+// dst [cols, rows] (contiguous) = src [rows, cols]ᵀ, src rows ld apart: a chunk's key
+// features once per chunk, so that the score products read them by contiguous rows, and the
+// FAVOR+ matrix once per plan.
+void transpose(const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+               float* dst) {
   for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+    for (std::int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * ld + c];
   }
 }
 
@@ -135,10 +137,10 @@ void key_features(const LinearPlan& plan, HeadState& state, const ConstRows& k, 
 // from memory in order (which the hardware prefetcher follows), and the kernel then re-reads
 // it from L1. Read in place, V's first touch stalled the kernel's loads (18% of its samples
 // at S = 65536 on one load).
-const float* value_rows(const ConstRows& v, std::int64_t row0, std::int64_t n, LinearWorkspace& ws,
-                        std::int64_t* ld) {
+// The copy is [n, D_v], contiguous.
+const float* value_rows(const ConstRows& v, std::int64_t row0, std::int64_t n,
+                        LinearWorkspace& ws) {
   gather_mapped(v, row0, n, 1.0f, simd::RowMap::kScale, ws.values.data());
-  *ld = v.cols;
   return ws.values.data();
 }
 
@@ -163,16 +165,22 @@ void add_lines(const StridedRows<T>& t, std::int64_t row0, std::int64_t n, Linea
   ws.ahead_count += rows * per_row;
 }
 
-linear_tiles::Lines ahead_of(const LinearWorkspace& ws) {
+// The cache lines of rows [row0, row0 + n) of a and of b: the next block of two operands.
+template <class A, class B>
+linear_tiles::Lines lines_ahead(const StridedRows<A>& a, const StridedRows<B>& b, std::int64_t row0,
+                                std::int64_t n, LinearWorkspace& ws) {
+  ws.ahead_count = 0;
+  add_lines(a, row0, n, ws);
+  add_lines(b, row0, n, ws);
   return {ws.ahead.data(), ws.ahead_count};
 }
 
 // Adds the keys whose features are in ws.phi_k to the state.
+// values [n, D_v] contiguous.
 void absorb_keys(const LinearPlan& plan, HeadState& state, std::int64_t n, const float* values,
-                 std::int64_t ldv, LinearWorkspace& ws, linear_tiles::Lines ahead = {}) {
-  const std::int64_t m = plan.features;
-  accumulate_transposed(n, m, plan.dim_v, ws.phi_k.data(), m, values, ldv, ahead,
-                        state.summary.data(), plan.dim_v);
+                 LinearWorkspace& ws, linear_tiles::Lines ahead = {}) {
+  const std::int64_t m = plan.features, dv = plan.dim_v;
+  accumulate_transposed(n, m, dv, ws.phi_k.data(), m, values, dv, ahead, state.summary.data(), dv);
   simd::add_column_sums(ws.phi_k.data(), n, m, m, state.normaliser.data());
   state.keys += n;
 }
@@ -181,9 +189,8 @@ void absorb_keys(const LinearPlan& plan, HeadState& state, std::int64_t n, const
 // clamp(i + visible_base, 0, count) keys.
 struct ChunkKeys {
   std::int64_t count = 0;
-  const float* phi_t = nullptr;  // their features, transposed: [m, count]
-  const float* values = nullptr;
-  std::int64_t ldv = 0;
+  const float* phi_t = nullptr;   // their features, transposed: [m, count]
+  const float* values = nullptr;  // [count, D_v], contiguous
   std::int64_t visible_base = 0;
   bool finite_values = true;  // no Inf or NaN among the values
 };
@@ -194,16 +201,15 @@ struct ChunkKeys {
 // beyond them (fewer than kRowBlock) on its own.
 template <class Visible>
 void add_visible_products(std::int64_t n, std::int64_t dv, std::int64_t c, const float* scores,
-                          const Visible& visible, const float* values, std::int64_t ldv,
-                          float* num) {
+                          const Visible& visible, const float* values, float* num) {
   constexpr std::int64_t kRowBlock = 8;
   for (std::int64_t r0 = 0; r0 < n; r0 += kRowBlock) {
     const std::int64_t rows = std::min(kRowBlock, n - r0), common = visible(r0);
-    multiply(rows, dv, common, scores + r0 * c, c, values, ldv, true, num + r0 * dv, dv);
+    multiply(rows, dv, common, scores + r0 * c, c, values, dv, true, num + r0 * dv, dv);
     for (std::int64_t r = r0; r < r0 + rows; ++r) {
       const std::int64_t extra = visible(r) - common;
       if (extra == 0) continue;
-      multiply(1, dv, extra, scores + r * c + common, c, values + common * ldv, ldv, true,
+      multiply(1, dv, extra, scores + r * c + common, c, values + common * dv, dv, true,
                num + r * dv, dv);
     }
   }
@@ -222,13 +228,11 @@ void emit_queries(const LinearPlan& plan, const HeadState& state, const ConstRow
     return;
   }
   const float* phi = query_features(plan, state, q, row0, n, ws);
-  ws.ahead_count = 0;  // the next query block's rows, requested while this one computes
-  add_lines(q, row0 + n, n, ws);
-  add_lines(out, row0 + n, n, ws);
   float* num = ws.num.data();
   float* den = ws.den.data();
-  linear_tiles::multiply_broadcast(n, dv, m, phi, m, 1, state.summary.data(), dv, num, dv, false,
-                                   ahead_of(ws));
+  // The next query block's rows are requested while this one computes.
+  multiply(n, dv, m, phi, m, state.summary.data(), dv, false, num, dv,
+           lines_ahead(q, out, row0 + n, n, ws));
   std::fill(den, den + n, 0.0f);
   simd::add_row_dots(phi, n, m, m, state.normaliser.data(), den);
   if (chunk != nullptr) {
@@ -242,9 +246,9 @@ void emit_queries(const LinearPlan& plan, const HeadState& state, const ConstRow
       std::fill(scores + r * c + visible(r), scores + (r + 1) * c, 0.0f);
     // With finite values a masked (zero) score adds exactly 0, so one product does.
     if (chunk->finite_values) {
-      multiply(n, dv, c, scores, c, chunk->values, chunk->ldv, true, num, dv);
+      multiply(n, dv, c, scores, c, chunk->values, dv, true, num, dv);
     } else {
-      add_visible_products(n, dv, c, scores, visible, chunk->values, chunk->ldv, num);
+      add_visible_products(n, dv, c, scores, visible, chunk->values, num);
     }
     simd::add_row_sums(scores, n, c, c, den);
   }
@@ -285,9 +289,7 @@ using SharedMatrix = std::shared_ptr<const std::vector<float>>;
 SharedMatrix transposed(const MatrixView<const float>& w) {
   auto t = std::make_shared<std::vector<float>>(checked_vector<float>(
       checked_product({w.cols, w.rows}, "D x num_features"), "spec.num_features"));
-  for (std::int64_t r = 0; r < w.rows; ++r) {
-    for (std::int64_t c = 0; c < w.cols; ++c) (*t)[c * w.rows + r] = w.row(r)[c];
-  }
+  transpose(w.data, w.rows, w.cols, w.row_stride, t->data());
   return t;
 }
 
@@ -426,13 +428,13 @@ void linear_causal_head(const LinearPlan& plan, HeadState& state, const ConstRow
     key_features(plan, state, k, c0, n, ws);
     ChunkKeys chunk;
     chunk.count = n;
-    transpose(ws.phi_k.data(), n, plan.features, ws.phi_kt.data());
+    transpose(ws.phi_k.data(), n, plan.features, plan.features, ws.phi_kt.data());
     chunk.phi_t = ws.phi_kt.data();
-    chunk.values = value_rows(v, c0, n, ws, &chunk.ldv);
+    chunk.values = value_rows(v, c0, n, ws);
     chunk.finite_values = simd::all_finite(chunk.values, n * plan.dim_v);
     chunk.visible_base = offset - c0 + 1;
     emit_chunk_queries(plan, state, group, chunk, c0, offset, state_only, last, ws);
-    absorb_keys(plan, state, n, chunk.values, chunk.ldv, ws);
+    absorb_keys(plan, state, n, chunk.values, ws);
   }
 }
 
@@ -442,12 +444,8 @@ void linear_absorb_all(const LinearPlan& plan, HeadState& state, const ConstRows
   for (std::int64_t r = 0; r < k.rows; r += block) {
     const std::int64_t n = std::min(block, k.rows - r);
     key_features(plan, state, k, r, n, ws);
-    std::int64_t ldv = 0;
-    const float* values = value_rows(v, r, n, ws, &ldv);
-    ws.ahead_count = 0;
-    add_lines(k, r + n, block, ws);
-    add_lines(v, r + n, block, ws);
-    absorb_keys(plan, state, n, values, ldv, ws, ahead_of(ws));
+    const float* values = value_rows(v, r, n, ws);
+    absorb_keys(plan, state, n, values, ws, lines_ahead(k, v, r + n, block, ws));
   }
 }
 
@@ -486,14 +484,12 @@ void linear_segment_keys(const LinearPlan& plan, const ConstRows& k, const Const
     float* summary = seg.summaries.data() + c * m * dv;
     float* normaliser = seg.normalisers.data() + c * m;
     gather_mapped(k, r0, n, plan.root_scale, row_map(plan.map), ws.phi_k.data());
-    transpose(ws.phi_k.data(), n, m, phi_t);
+    transpose(ws.phi_k.data(), n, m, m, phi_t);
     gather_mapped(v, r0, n, 1.0f, simd::RowMap::kScale, values);
     seg.finite_values[static_cast<std::size_t>(c)] = simd::all_finite(values, n * dv);
-    ws.ahead_count = 0;  // the next chunk's keys and values
-    add_lines(k, r0 + n, n, ws);
-    add_lines(v, r0 + n, n, ws);
+    // The next chunk's keys and values are requested while this one's summary computes.
     linear_tiles::multiply_broadcast(m, dv, n, phi_t, n, 1, values, dv, summary, dv, false,
-                                     ahead_of(ws));
+                                     lines_ahead(k, v, r0 + n, n, ws));
     std::fill(normaliser, normaliser + m, 0.0f);
     simd::add_row_sums(phi_t, m, n, n, normaliser);
     add_to(seg.total.summary.data(), summary, m * dv);
@@ -528,7 +524,6 @@ void linear_segment_queries(const LinearPlan& plan, HeadState& state, const Segm
     chunk.phi_t = seg.phi_t.data() + c * chunk_len * m;
     chunk.finite_values = seg.finite_values[static_cast<std::size_t>(c)] != 0;
     chunk.values = seg.values.data() + c * chunk_len * dv;
-    chunk.ldv = dv;
     chunk.visible_base = offset - c0 + 1;
     emit_chunk_queries(plan, state, group, chunk, c0, offset, state_only, last, ws);
     add_to(state.summary.data(), seg.summaries.data() + c * m * dv, m * dv);
