@@ -27,3 +27,15 @@ execute_process(COMMAND ${WORK_DIR}/build/consumer RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "the consumer exited with ${rc}")
 endif()
+# The Python package, when built, is installed into the prefix's site-packages and imports
+# from there (with the interpreter it was built for).
+if(PYTHON_EXECUTABLE)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${WORK_DIR}/prefix/${PYTHON_INSTALL_DIR}
+                          ${PYTHON_EXECUTABLE} -c
+                          "import seqattn, numpy; q = numpy.ones((4, 8), numpy.float32); print(seqattn.__file__, seqattn.attention(q, q, q).sum())"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE printed)
+  if(rc OR NOT printed MATCHES "${WORK_DIR}/prefix/.*seqattn/__init__.py 32")
+    message(FATAL_ERROR "the installed Python package did not import from the prefix: ${rc} ${printed}")
+  endif()
+  message(STATUS "installed Python package: ${printed}")
+endif()

@@ -1,0 +1,111 @@
+"""seqattn: fast CPU attention (dense flash-style, sliding window, linear, Linformer).
+
+Every function takes numpy arrays or torch tensors (float32, float16; bfloat16 tensors) with
+any strides, reads them in place, and returns the kind it was given. The GIL is released while
+the kernels run. Errors are ValueError / TypeError (NotImplementedError for an unbuilt feature)
+carrying seqattn's message: the argument, what was expected and what was given.
+"""
+
+from . import _seqattn
+from ._arrays import (as_4d, check_kind, check_no_grad, empty, from_rank4, lengths,
+                      scores_4d)
+from ._mha import MultiHeadAttention
+from ._plan import KvCache, Plan, plan
+from ._sdpa import scaled_dot_product_attention
+
+__version__ = "0.1.0"
+__all__ = ["attention", "scaled_dot_product_attention", "MultiHeadAttention", "plan", "Plan",
+           "KvCache", "select", "simd_target", "RunRecord"]
+
+RunRecord = _seqattn.RunRecord
+
+
+def simd_target():
+    """The SIMD target the kernels dispatch to on this CPU, e.g. 'highway:AVX3'."""
+    return _seqattn.simd_target()
+
+
+def select(seq, profile=None):
+    """The policy's choice for a key sequence of length `seq`: (variant, reason).
+
+    Without `profile` the reference document's thresholds apply (dense up to 512 tokens,
+    sliding window up to 2048, linear beyond); `profile` is a JSON file written by
+    `seqattn calibrate`.
+    """
+    return _seqattn.select(int(seq), profile)
+
+
+def make_options(variant="dense", causal=False, key_lengths=None, scale=None, window=None,
+                 window_right=None, global_tokens=None, feature_map=None, features=None,
+                 proj_len=None, seed=0, threads=0, profile=None):
+    """The compiled Options for these keyword arguments (shared by attention, plan and MHA)."""
+    return _seqattn.options(
+        variant=variant, causal=bool(causal), key_lengths=lengths(key_lengths),
+        scale=None if scale is None else float(scale), window=window, window_right=window_right,
+        global_tokens=[int(t) for t in (global_tokens or [])],
+        feature_map=feature_map or "elu1", features=int(features or 0), proj_len=proj_len,
+        seed=int(seed), threads=int(threads), profile=profile)
+
+
+def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=None, bias=None,
+              scale=None, window=None, window_right=None, global_tokens=None, feature_map=None,
+              features=None, proj_len=None, seed=0, return_lse=False, return_weights=False,
+              threads=0, layout="bhsd", out=None, return_record=False, profile=None):
+    """out = softmax(q kᵀ·scale + mask) v over the chosen variant.
+
+    q [B, H_q, S_q, D], k [B, H_kv, S_k, D], v [B, H_kv, S_k, D_v] with layout="bhsd"
+    (PyTorch's), or [B, S, H, D] with layout="bshd"; [B, S, D] and [S, D] mean one head (one
+    sequence). H_q must be a multiple of H_kv (grouped-query attention).
+
+    variant: "dense", "sliding-window" (window = left reach, window_right = right reach,
+    default window; global_tokens), "linear" (feature_map "elu1" | "relu" | "favor",
+    features = FAVOR+ m, seed), "linformer" (proj_len, seed) or "auto" (the policy, or
+    `profile`). causal: key j visible to query i iff j <= i + S_k - S_q (aligned at the end).
+    key_lengths: per-batch number of valid keys. mask: boolean, True = visible, broadcastable
+    to the scores [B, H_q, S_q, S_k]; bias: float32 added to the scaled scores (dense).
+    scale: default 1/sqrt(D) (linear elu1/relu: none, see the C++ LinearSpec).
+
+    Returns out (shaped like q with D_v), followed by lse [B, H_q, S_q] (float32) if
+    return_lse, the weights [B, H_q, S_q, S_k] (float32) if return_weights, and the
+    RunRecord (variant, reason, flops, seconds, threads) if return_record. out= writes into
+    a given array (same shape as the result, any strides, not overlapping an input).
+    """
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        check_kind(name, a)
+    check_no_grad(q=q, k=k, v=v, out=out)
+    if layout not in ("bhsd", "bshd"):
+        raise ValueError(f"layout: expected 'bhsd' or 'bshd', got {layout!r}")
+    rank = q.ndim
+    q4, k4, v4 = as_4d("q", q, layout), as_4d("k", k, layout), as_4d("v", v, layout)
+    for name, a in (("k", k), ("v", v)):
+        if a.ndim != rank:
+            raise ValueError(f"{name}: expected {rank} axes like q, got shape {tuple(a.shape)}")
+    b, s_q = q4.shape[0], q4.shape[2 if layout == "bhsd" else 1]
+    h_q = q4.shape[1 if layout == "bhsd" else 2]
+    s_k = k4.shape[2 if layout == "bhsd" else 1]
+    d_v = v4.shape[3]
+    shape = (b, h_q, s_q, d_v) if layout == "bhsd" else (b, s_q, h_q, d_v)
+    result = empty(q, shape) if out is None else out
+    if out is not None:
+        check_kind("out", out)
+        if out.ndim != rank:
+            raise ValueError(f"out: expected {rank} axes like q, got shape {tuple(out.shape)}")
+    lse = empty(q, (b, h_q, s_q), float32=True) if return_lse else None
+    weights = empty(q, (b, h_q, s_q, s_k), float32=True) if return_weights else None
+    opts = make_options(variant, causal, key_lengths, scale, window, window_right,
+                        global_tokens, feature_map, features, proj_len, seed, threads, profile)
+    record = _seqattn.attend(
+        q4, k4, v4, result if out is None else as_4d("out", out, layout), opts,
+        mask=None if mask is None else scores_4d("mask", mask, rank),
+        bias=None if bias is None else scores_4d("bias", bias, rank),
+        lse=lse, weights=weights, layout=layout)
+    extra = []
+    if return_lse:
+        extra.append(lse if rank == 4 else (lse[:, 0] if rank == 3 else lse[0, 0]))
+    if return_weights:
+        extra.append(weights if rank == 4 else (weights[:, 0] if rank == 3 else weights[0, 0]))
+    if return_record:
+        extra.append(record)
+    if out is None:
+        result = from_rank4(result, rank, layout)
+    return tuple([result] + extra) if extra else result

@@ -1,0 +1,132 @@
+"""Plans and KV caches: validate and prepare once, run many times (decode loops)."""
+
+from . import _seqattn
+from ._arrays import as_4d, check_kind, check_no_grad, empty, scores_4d
+
+
+def _dtype_name(dtype):
+    name = getattr(dtype, "name", None) or str(dtype)
+    return name.replace("torch.", "")
+
+
+class KvCache:
+    """Keys and values of past tokens in the layout the kernel reads (see kv_cache.hpp).
+
+    KvCache(batch, heads_kv, capacity, dim, dim_v=None, *, dtype="float32", mode="linear").
+    dtype: "float32", "bfloat16" or "float16" (or a numpy/torch dtype); mode: "linear"
+    (positions 0, 1, ...; appending past capacity is an error) or "ring" (the last `capacity`
+    tokens, for sliding-window models). Appends and runs may come from different Python
+    threads: an append waits for the runs reading the cache, and the runs for the append.
+    """
+
+    def __init__(self, batch, heads_kv, capacity, dim, dim_v=None, *, dtype="float32",
+                 mode="linear"):
+        self._cache = _seqattn.KvCache(int(batch), int(heads_kv), int(capacity), int(dim),
+                                       int(dim if dim_v is None else dim_v), _dtype_name(dtype),
+                                       mode)
+
+    def append(self, k, v, *, batch=None, layout="bhsd"):
+        """Appends n tokens to every sequence (k [B, H_kv, n, D], v [B, H_kv, n, D_v]), or to
+        sequence `batch` only (k [1, H_kv, n, D]). Nothing changes when it raises."""
+        check_kind("k", k)
+        check_kind("v", v)
+        check_no_grad(k=k, v=v)
+        self._cache.append(as_4d("k", k, layout), as_4d("v", v, layout),
+                           batch=None if batch is None else int(batch), layout=layout)
+
+    def length(self, batch=0):
+        """Tokens appended to sequence `batch` (in ring mode: the next token's position)."""
+        return self._cache.length(int(batch))
+
+    def stored(self, batch=0):
+        return self._cache.stored(int(batch))
+
+    def clear(self, batch=None):
+        self._cache.clear(None if batch is None else int(batch))
+
+    @property
+    def nbytes(self):
+        return self._cache.nbytes
+
+    @property
+    def shape(self):
+        return self._cache.shape
+
+    def __repr__(self):
+        s = self.shape
+        return (f"KvCache(batch={s['batch']}, heads_kv={s['heads_kv']}, "
+                f"capacity={s['capacity']}, dim={s['dim']}, dim_v={s['dim_v']}, "
+                f"dtype='{s['dtype']}', mode='{s['mode']}')")
+
+
+class Plan:
+    """A validated attention problem of fixed shape; run() checks only the arrays."""
+
+    def __init__(self, compiled, cache):
+        self._plan = compiled
+        self._cache = cache
+
+    @property
+    def variant(self):
+        return self._plan.variant
+
+    @property
+    def shape(self):
+        return self._plan.shape
+
+    def run(self, q, k=None, v=None, *, cache=None, out=None, return_lse=False,
+            return_weights=False, return_record=False, layout="bhsd"):
+        """attention(q, k, v) of the planned shape, or of q over `cache` (append the new
+        tokens first: query i sits at position length - S_q + i). Returns like attention()."""
+        check_kind("q", q)
+        check_no_grad(q=q, k=k, v=v, out=out)
+        s = self._plan.shape
+        if q.ndim != 4:
+            raise ValueError(f"q: expected 4 axes, got shape {tuple(q.shape)}")
+        shape = ((s["batch"], s["heads_q"], s["seq_q"], s["dim_v"]) if layout == "bhsd" else
+                 (s["batch"], s["seq_q"], s["heads_q"], s["dim_v"]))
+        result = empty(q, shape) if out is None else out
+        lse = empty(q, (s["batch"], s["heads_q"], s["seq_q"]), float32=True) if return_lse else None
+        extra = [lse] if return_lse else []
+        if cache is not None:
+            if k is not None or v is not None:
+                raise ValueError("k, v: expected None with cache= (the keys are the cache's)")
+            if return_weights:
+                raise ValueError("return_weights: expected False for a run over a cache")
+            record = self._plan.run_cache(q, cache._cache, result, lse=lse, layout=layout)
+        else:
+            if k is None or v is None:
+                raise ValueError("k, v: expected arrays (or cache=)")
+            weights = (empty(q, (s["batch"], s["heads_q"], s["seq_q"], s["seq_k"]), float32=True)
+                       if return_weights else None)
+            if return_weights:
+                extra.append(weights)
+            record = self._plan.run(q, k, v, result, lse=lse, weights=weights, layout=layout)
+        if return_record:
+            extra.append(record)
+        return tuple([result] + extra) if extra else result
+
+    __call__ = run
+
+
+def plan(*, heads_q, seq_q, dim=None, batch=1, heads_kv=None, seq_k=None, dim_v=None, cache=None,
+         mask=None, bias=None, **options):
+    """Validates a problem once: plan(heads_q=, seq_q=, dim=, seq_k=, ...) for q/k/v arrays,
+    or plan(cache=KvCache, heads_q=, seq_q=) for decoding over a cache. options are
+    attention()'s (variant, causal, key_lengths, scale, window, ...). The plan keeps mask and
+    bias alive and reads them on every run."""
+    from . import make_options
+
+    opts = make_options(**options)
+    if cache is not None:
+        shape = _seqattn.cache_shape(cache._cache, int(heads_q), int(seq_q))
+    else:
+        if dim is None or seq_k is None:
+            raise ValueError("dim, seq_k: expected integers (or cache=)")
+        shape = _seqattn.AttentionShape(int(batch), int(heads_q),
+                                        int(heads_q if heads_kv is None else heads_kv),
+                                        int(seq_q), int(seq_k), int(dim),
+                                        int(dim if dim_v is None else dim_v))
+    m = None if mask is None else scores_4d("mask", mask, 4)
+    b = None if bias is None else scores_4d("bias", bias, 4)
+    return Plan(_seqattn.Plan(shape, opts, mask=m, bias=b), cache)

@@ -1,0 +1,224 @@
+// Options, RunRecord, attend() and AttentionPlan for Python. Every entry point inspects its
+// arrays with the GIL held, then releases it for the whole computation.
+#include <pybind11/stl.h>
+
+#include <array>
+#include <memory>
+#include <utility>
+
+#include "array_ref.hpp"
+#include "bind_cache.hpp"
+#include "bindings.hpp"
+#include "seqattn/attention.hpp"
+#include "seqattn/plan.hpp"
+#include "seqattn/policy.hpp"
+
+namespace seqattn::python {
+namespace {
+
+VariantSpec variant_spec(const std::string& variant, std::optional<std::int64_t> window,
+                         std::optional<std::int64_t> window_right,
+                         const std::vector<std::int64_t>& global_tokens,
+                         const std::string& feature_map, std::int64_t features,
+                         std::optional<std::int64_t> proj_len, std::uint64_t seed,
+                         const std::optional<std::string>& profile) {
+  switch (parse_variant(variant, "variant")) {
+    case Variant::kDense:
+      return DenseSpec{};
+    case Variant::kSlidingWindow: {
+      SlidingWindowSpec s;
+      if (window) s.left = s.right = *window;
+      if (window_right) s.right = *window_right;
+      s.global_tokens = global_tokens;
+      return s;
+    }
+    case Variant::kLinear: {
+      LinearSpec s;
+      s.feature_map = parse_feature_map(feature_map, "feature_map");
+      s.num_features = features;
+      s.seed = seed;
+      return s;
+    }
+    case Variant::kLinformer: {
+      LinformerSpec s;
+      if (proj_len) s.proj_len = *proj_len;
+      s.seed = seed;
+      return s;
+    }
+    case Variant::kAuto: {
+      AutoSpec s;
+      if (profile) s.policy = SelectionPolicy::load_json(*profile);
+      return s;
+    }
+  }
+  return DenseSpec{};
+}
+
+AttentionOptions make_options(const std::string& variant, bool causal,
+                              const std::vector<std::int64_t>& key_lengths,
+                              std::optional<float> scale, std::optional<std::int64_t> window,
+                              std::optional<std::int64_t> window_right,
+                              const std::vector<std::int64_t>& global_tokens,
+                              const std::string& feature_map, std::int64_t features,
+                              std::optional<std::int64_t> proj_len, std::uint64_t seed, int threads,
+                              const std::optional<std::string>& profile) {
+  AttentionOptions o;
+  o.variant = variant_spec(variant, window, window_right, global_tokens, feature_map, features,
+                           proj_len, seed, profile);
+  o.mask.causal = causal;
+  o.mask.key_lengths = key_lengths;
+  o.scale = scale;
+  o.threads = threads;
+  return o;
+}
+
+// The scores' extents [B, H_q, S_q, S_k] of q and k (in the library's axis order).
+std::array<std::int64_t, 4> scores_of(const AnyConstTensor& q, std::int64_t seq_k) {
+  return {q.shape[0], q.shape[1], q.shape[2], seq_k};
+}
+
+RunOutputs outputs_of(py::handle lse, py::handle weights) {
+  RunOutputs r;
+  if (!lse.is_none()) r.lse = lse_view(inspect(lse, "lse"), "lse");
+  if (!weights.is_none()) r.weights = weights_view(inspect(weights, "weights"), "weights");
+  return r;
+}
+
+RunRecord attend_arrays(py::handle q, py::handle k, py::handle v, py::handle out,
+                        const AttentionOptions& options, py::handle keep, py::handle bias,
+                        py::handle lse, py::handle weights, const std::string& layout) {
+  const Layout l = parse_layout(layout);
+  const AnyConstTensor qv = input_view(inspect(q, "q"), "q", l);
+  const AnyConstTensor kv = input_view(inspect(k, "k"), "k", l);
+  const AnyConstTensor vv = input_view(inspect(v, "v"), "v", l);
+  const AnyTensor ov = output_view(inspect(out, "out"), "out", l);
+  AttentionOptions o = with_masks(options, keep, bias, scores_of(qv, kv.shape[2]));
+  const RunOutputs extra = outputs_of(lse, weights);
+  o.lse = extra.lse;
+  o.weights = extra.weights;
+  py::gil_scoped_release unlocked;
+  return attend(qv, kv, vv, ov, o);
+}
+
+// A plan, with the mask arrays it references kept alive as long as it is.
+struct PyPlan {
+  std::optional<AttentionPlan> plan;
+  py::object keep, bias;
+};
+
+PyPlan make_py_plan(const AttentionShape& shape, const AttentionOptions& options, py::object keep,
+                    py::object bias) {
+  PyPlan p;
+  const std::array<std::int64_t, 4> scores{shape.batch, shape.heads_q, shape.seq_q, shape.seq_k};
+  const AttentionOptions o = with_masks(options, keep, bias, scores);
+  p.plan = make_plan(shape, o);
+  p.keep = std::move(keep);
+  p.bias = std::move(bias);
+  return p;
+}
+
+RunRecord run_plan(const PyPlan& p, py::handle q, py::handle k, py::handle v, py::handle out,
+                   py::handle lse, py::handle weights, const std::string& layout) {
+  const Layout l = parse_layout(layout);
+  const AnyConstTensor qv = input_view(inspect(q, "q"), "q", l);
+  const AnyConstTensor kv = input_view(inspect(k, "k"), "k", l);
+  const AnyConstTensor vv = input_view(inspect(v, "v"), "v", l);
+  const AnyTensor ov = output_view(inspect(out, "out"), "out", l);
+  const RunOutputs extra = outputs_of(lse, weights);
+  py::gil_scoped_release unlocked;
+  return p.plan->run(qv, kv, vv, ov, extra);
+}
+
+RunRecord run_plan_cache(const PyPlan& p, py::handle q, PyKvCache& cache, py::handle out,
+                         py::handle lse, const std::string& layout) {
+  const Layout l = parse_layout(layout);
+  const AnyConstTensor qv = input_view(inspect(q, "q"), "q", l);
+  const AnyTensor ov = output_view(inspect(out, "out"), "out", l);
+  const RunOutputs extra = outputs_of(lse, py::none());
+  py::gil_scoped_release unlocked;
+  std::shared_lock reading(cache.mutex);  // appends wait; concurrent runs do not
+  return p.plan->run(qv, cache.cache, ov, extra);
+}
+
+py::dict shape_dict(const AttentionShape& s) {
+  py::dict d;
+  d["batch"] = s.batch;
+  d["heads_q"] = s.heads_q;
+  d["heads_kv"] = s.heads_kv;
+  d["seq_q"] = s.seq_q;
+  d["seq_k"] = s.seq_k;
+  d["dim"] = s.dim;
+  d["dim_v"] = s.dim_v;
+  return d;
+}
+
+void register_record(py::module_& m) {
+  py::class_<RunRecord>(m, "RunRecord", "What ran, what it cost and how long it took.")
+      .def_property_readonly("variant",
+                             [](const RunRecord& r) { return std::string(to_string(r.variant)); })
+      .def_readonly("reason", &RunRecord::reason)
+      .def_readonly("flops", &RunRecord::flops)
+      .def_readonly("bytes", &RunRecord::bytes)
+      .def_readonly("seconds", &RunRecord::seconds)
+      .def_readonly("threads", &RunRecord::threads)
+      .def_readonly("simd_target", &RunRecord::simd_target)
+      .def("__repr__", [](const RunRecord& r) {
+        return "RunRecord(variant='" + std::string(to_string(r.variant)) +
+               "', seconds=" + std::to_string(r.seconds) + ", flops=" + std::to_string(r.flops) +
+               ", threads=" + std::to_string(r.threads) + ", reason='" + r.reason + "')";
+      });
+}
+
+}  // namespace
+
+AttentionOptions with_masks(const AttentionOptions& options, py::handle keep, py::handle bias,
+                            const std::array<std::int64_t, 4>& scores) {
+  AttentionOptions o = options;
+  if (!keep.is_none()) o.mask.keep = keep_view(inspect(keep, "mask"), "mask", scores);
+  if (!bias.is_none()) o.mask.bias = bias_view(inspect(bias, "bias"), "bias", scores);
+  return o;
+}
+
+void register_attention(py::module_& m) {
+  register_record(m);
+  py::class_<AttentionOptions>(m, "Options", "What to compute (see seqattn.attention).");
+  m.def("options", &make_options, py::arg("variant"), py::arg("causal"), py::arg("key_lengths"),
+        py::arg("scale"), py::arg("window"), py::arg("window_right"), py::arg("global_tokens"),
+        py::arg("feature_map"), py::arg("features"), py::arg("proj_len"), py::arg("seed"),
+        py::arg("threads"), py::arg("profile"));
+  m.def("attend", &attend_arrays, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
+        py::arg("options"), py::arg("mask"), py::arg("bias"), py::arg("lse"), py::arg("weights"),
+        py::arg("layout"));
+  m.def(
+      "select",
+      [](std::int64_t seq, const std::optional<std::string>& profile) {
+        const SelectionPolicy policy =
+            profile ? SelectionPolicy::load_json(*profile) : SelectionPolicy{};
+        const Selection s = select_variant(policy, seq);
+        return std::make_pair(std::string(to_string(s.variant)), s.reason);
+      },
+      py::arg("seq"), py::arg("profile"));
+
+  py::class_<AttentionShape>(m, "AttentionShape")
+      .def(py::init([](std::int64_t b, std::int64_t hq, std::int64_t hkv, std::int64_t sq,
+                       std::int64_t sk, std::int64_t d,
+                       std::int64_t dv) { return AttentionShape{b, hq, hkv, sq, sk, d, dv}; }),
+           py::arg("batch"), py::arg("heads_q"), py::arg("heads_kv"), py::arg("seq_q"),
+           py::arg("seq_k"), py::arg("dim"), py::arg("dim_v"))
+      .def("as_dict", &shape_dict);
+  m.def("cache_shape", [](const PyKvCache& c, std::int64_t heads_q, std::int64_t seq_q) {
+    return cache_shape(c.cache.shape(), heads_q, seq_q);
+  });
+  py::class_<PyPlan>(m, "Plan")
+      .def(py::init(&make_py_plan), py::arg("shape"), py::arg("options"), py::arg("mask"),
+           py::arg("bias"))
+      .def("run", &run_plan, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
+           py::arg("lse"), py::arg("weights"), py::arg("layout"))
+      .def("run_cache", &run_plan_cache, py::arg("q"), py::arg("cache"), py::arg("out"),
+           py::arg("lse"), py::arg("layout"))
+      .def_property_readonly("shape", [](const PyPlan& p) { return shape_dict(p.plan->shape()); })
+      .def_property_readonly(
+          "variant", [](const PyPlan& p) { return std::string(to_string(p.plan->variant())); });
+}
+
+}  // namespace seqattn::python

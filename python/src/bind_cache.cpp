@@ -1,0 +1,94 @@
+#include "bind_cache.hpp"
+
+#include <pybind11/stl.h>
+
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "array_ref.hpp"
+#include "bindings.hpp"
+
+namespace seqattn::python {
+namespace {
+
+DType parse_dtype(const std::string& name) {
+  if (name == "float32" || name == "f32") return DType::kF32;
+  if (name == "bfloat16" || name == "bf16") return DType::kBF16;
+  if (name == "float16" || name == "f16") return DType::kF16;
+  throw py::value_error("dtype: expected 'float32', 'bfloat16' or 'float16', got '" + name + "'");
+}
+
+KvCacheMode parse_mode(const std::string& name) {
+  if (name == "linear") return KvCacheMode::kLinear;
+  if (name == "ring") return KvCacheMode::kRing;
+  throw py::value_error("mode: expected 'linear' or 'ring', got '" + name + "'");
+}
+
+void append(PyKvCache& c, py::handle k, py::handle v, std::optional<std::int64_t> batch,
+            const std::string& layout) {
+  const Layout l = parse_layout(layout);
+  const AnyConstTensor kv = input_view(inspect(k, "k"), "k", l);
+  const AnyConstTensor vv = input_view(inspect(v, "v"), "v", l);
+  py::gil_scoped_release unlocked;
+  std::unique_lock writing(c.mutex);
+  if (batch) {
+    c.cache.append(*batch, kv, vv);
+  } else {
+    c.cache.append(kv, vv);
+  }
+}
+
+void clear(PyKvCache& c, std::optional<std::int64_t> batch) {
+  py::gil_scoped_release unlocked;
+  std::unique_lock writing(c.mutex);
+  if (batch) {
+    c.cache.clear(*batch);
+  } else {
+    c.cache.clear();
+  }
+}
+
+}  // namespace
+
+void register_cache(py::module_& m) {
+  py::class_<PyKvCache>(m, "KvCache")
+      .def(py::init([](std::int64_t batch, std::int64_t heads_kv, std::int64_t capacity,
+                       std::int64_t dim, std::int64_t dim_v, const std::string& dtype,
+                       const std::string& mode) {
+             return std::make_unique<PyKvCache>(
+                 KvCacheShape{batch, heads_kv, capacity, dim, dim_v, parse_dtype(dtype)},
+                 parse_mode(mode));
+           }),
+           py::arg("batch"), py::arg("heads_kv"), py::arg("capacity"), py::arg("dim"),
+           py::arg("dim_v"), py::arg("dtype"), py::arg("mode"))
+      .def("append", &append, py::arg("k"), py::arg("v"), py::arg("batch"), py::arg("layout"))
+      .def("clear", &clear, py::arg("batch"))
+      .def("length",
+           [](const PyKvCache& c, std::int64_t b) {
+             std::shared_lock reading(c.mutex);
+             return c.cache.length(b);
+           })
+      .def("stored",
+           [](const PyKvCache& c, std::int64_t b) {
+             std::shared_lock reading(c.mutex);
+             return c.cache.stored(b);
+           })
+      .def_property_readonly("nbytes", [](const PyKvCache& c) { return c.cache.bytes(); })
+      .def_property_readonly("shape", [](const PyKvCache& c) {
+        const KvCacheShape& s = c.cache.shape();
+        py::dict d;
+        d["batch"] = s.batch;
+        d["heads_kv"] = s.heads_kv;
+        d["capacity"] = s.capacity;
+        d["dim"] = s.dim;
+        d["dim_v"] = s.dim_v;
+        d["dtype"] = std::string(s.dtype == DType::kF32    ? "float32"
+                                 : s.dtype == DType::kBF16 ? "bfloat16"
+                                                           : "float16");
+        d["mode"] = std::string(c.cache.mode() == KvCacheMode::kLinear ? "linear" : "ring");
+        return d;
+      });
+}
+
+}  // namespace seqattn::python

@@ -1,0 +1,117 @@
+"""seqattn.attention against the float64 reference and against the C++ library's own results."""
+
+import numpy as np
+import pytest
+import torch
+
+import seqattn
+from conftest import randn, reference
+
+
+@pytest.mark.parametrize("s_q,s_k,d", [(1, 1, 1), (3, 17, 3), (17, 80, 80), (80, 3, 17)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_dense_matches_float64_on_odd_shapes(rng, s_q, s_k, d, causal):
+    q, k, v = randn(rng, 2, 3, s_q, d), randn(rng, 2, 3, s_k, d), randn(rng, 2, 3, s_k, 5)
+    out, lse = seqattn.attention(q, k, v, causal=causal, return_lse=True)
+    want = reference(q, k, v, causal=causal)
+    np.testing.assert_allclose(out, want, atol=2e-6)
+    assert out.dtype == np.float32 and out.shape == (2, 3, s_q, 5) and lse.shape == (2, 3, s_q)
+
+
+def test_gqa_key_lengths_mask_bias_scale(rng):
+    q, k, v = randn(rng, 2, 8, 19, 16), randn(rng, 2, 2, 23, 16), randn(rng, 2, 2, 23, 7)
+    keep = rng.random((2, 1, 19, 23)) > 0.3
+    bias = randn(rng, 1, 8, 19, 23)
+    out = seqattn.attention(q, k, v, key_lengths=[23, 11], mask=keep, bias=bias, scale=0.3)
+    want = reference(q, k, v, scale=0.3, keep=keep, bias=bias, key_lengths=[23, 11])
+    np.testing.assert_allclose(out, want, atol=3e-6)
+
+
+def test_ranks_and_bshd_layout(rng):
+    q, k, v = randn(rng, 9, 4), randn(rng, 12, 4), randn(rng, 12, 4)
+    np.testing.assert_allclose(seqattn.attention(q, k, v),
+                               reference(q[None, None], k[None, None], v[None, None])[0, 0],
+                               atol=2e-6)
+    q3, k3, v3 = randn(rng, 2, 9, 4), randn(rng, 2, 12, 4), randn(rng, 2, 12, 4)
+    np.testing.assert_allclose(seqattn.attention(q3, k3, v3),
+                               reference(q3[:, None], k3[:, None], v3[:, None])[:, 0], atol=2e-6)
+    # [B, S, H, D] memory: the projected activation split into heads, read in place.
+    qs, ks, vs = randn(rng, 2, 9, 3, 8), randn(rng, 2, 12, 3, 8), randn(rng, 2, 12, 3, 8)
+    out = seqattn.attention(qs, ks, vs, layout="bshd", causal=True)
+    assert out.shape == (2, 9, 3, 8)
+    want = reference(*(a.transpose(0, 2, 1, 3) for a in (qs, ks, vs)), causal=True)
+    np.testing.assert_allclose(out, want.transpose(0, 2, 1, 3), atol=2e-6)
+
+
+def test_half_precision_numpy_and_torch(rng):
+    q, k, v = randn(rng, 1, 2, 33, 16), randn(rng, 1, 2, 33, 16), randn(rng, 1, 2, 33, 16)
+    want = reference(q, k, v)
+    out16 = seqattn.attention(*(a.astype(np.float16) for a in (q, k, v)))
+    assert out16.dtype == np.float16
+    np.testing.assert_allclose(out16.astype(np.float32), want, atol=5e-3)
+    tb = [torch.from_numpy(a).bfloat16() for a in (q, k, v)]
+    outb = seqattn.attention(*tb)
+    assert outb.dtype == torch.bfloat16
+    np.testing.assert_allclose(outb.float().numpy(), want, atol=4e-2)
+
+
+def test_torch_in_torch_out_and_record(rng):
+    q = torch.from_numpy(randn(rng, 1, 2, 8, 8))
+    out, rec = seqattn.attention(q, q, q, return_record=True, threads=1)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float32
+    assert rec.variant == "dense" and rec.threads == 1 and rec.flops > 0 and rec.seconds > 0
+    assert rec.reason and rec.simd_target == seqattn.simd_target()
+
+
+def test_select_and_simd_target():
+    assert seqattn.select(100)[0] == "dense"
+    assert seqattn.select(1000)[0] == "sliding-window"
+    variant, reason = seqattn.select(5000)
+    assert variant == "linear" and "2048" in reason
+    assert seqattn.simd_target().split(":")[0] in ("highway", "xsimd")
+
+
+def test_auto_runs_what_select_says(rng):
+    q = randn(rng, 1, 2, 600, 8)
+    out, rec = seqattn.attention(q, q, q, variant="auto", window=16, return_record=True)
+    assert rec.variant == seqattn.select(600)[0]
+
+
+VARIANTS = [
+    ("dense", {}, []),
+    ("dense", {"causal": True, "key_lengths": [40, 17]}, ["--causal", "--key-lengths", "40,17"]),
+    ("sliding-window", {"window": 5, "window_right": 2, "global_tokens": [0, 9]},
+     ["--window", "5", "--window-right", "2", "--global", "0", "9"]),
+    ("linear", {"feature_map": "elu1"}, ["--feature-map", "elu1"]),
+    ("linear", {"feature_map": "relu", "causal": True}, ["--feature-map", "relu", "--causal"]),
+    ("linear", {"feature_map": "favor", "features": 24, "seed": 7},
+     ["--feature-map", "favor", "--features", "24", "--seed", "7"]),
+    ("linformer", {"proj_len": 8, "seed": 3}, ["--proj-len", "8", "--seed", "3"]),
+]
+
+
+@pytest.mark.parametrize("variant,kwargs,flags", VARIANTS,
+                         ids=[f"{v}-{i}" for i, (v, _, _) in enumerate(VARIANTS)])
+def test_every_variant_equals_the_cpp_library(rng, tmp_path, cli, variant, kwargs, flags):
+    q, k, v = randn(rng, 2, 4, 40, 16), randn(rng, 2, 2, 40, 16), randn(rng, 2, 2, 40, 12)
+    ours = seqattn.attention(q, k, v, variant=variant, threads=1, **kwargs)
+    theirs = cli(tmp_path, {"q": q, "k": k, "v": v}, "--variant", variant, "--threads", "1",
+                 *flags)
+    # The same kernels on the same inputs and thread count: bit for bit.
+    np.testing.assert_array_equal(ours, theirs)
+    if variant == "dense":
+        np.testing.assert_allclose(ours, reference(q, k, v, **kwargs), atol=2e-6)
+
+
+def test_linear_and_sliding_window_against_float64(rng):
+    q, k, v = randn(rng, 1, 2, 50, 8), randn(rng, 1, 2, 50, 8), randn(rng, 1, 2, 50, 8)
+    band = np.abs(np.arange(50)[:, None] - np.arange(50)[None, :]) <= 4
+    band[:, 0] = band[0, :] = True  # global token 0
+    np.testing.assert_allclose(
+        seqattn.attention(q, k, v, variant="sliding-window", window=4, global_tokens=[0]),
+        reference(q, k, v, keep=band), atol=2e-6)
+    phi = [np.where(a > 0, a + 1.0, np.exp(a)).astype(np.float64) for a in (q, k)]
+    num = phi[0] @ (phi[1].transpose(0, 1, 3, 2) @ v)
+    den = phi[0] @ phi[1].sum(2)[..., None] + 1e-6
+    np.testing.assert_allclose(seqattn.attention(q, k, v, variant="linear"), num / den,
+                               atol=2e-6)

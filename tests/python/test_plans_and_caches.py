@@ -1,0 +1,99 @@
+"""Plans and KV caches from Python: decode equals attention over the whole sequence."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import seqattn
+from conftest import randn, reference
+
+
+def test_plan_runs_like_attention(rng):
+    p = seqattn.plan(batch=2, heads_q=4, heads_kv=2, seq_q=9, seq_k=20, dim=16, causal=True)
+    assert p.variant == "dense" and p.shape["seq_k"] == 20
+    q, k, v = randn(rng, 2, 4, 9, 16), randn(rng, 2, 2, 20, 16), randn(rng, 2, 2, 20, 16)
+    out, lse, rec = p.run(q, k, v, return_lse=True, return_record=True)
+    np.testing.assert_array_equal(out, seqattn.attention(q, k, v, causal=True))
+    np.testing.assert_allclose(out, reference(q, k, v, causal=True), atol=2e-6)
+    assert lse.shape == (2, 4, 9) and rec.variant == "dense"
+    with pytest.raises(ValueError, match="as planned"):
+        p.run(q[:, :, :8], k, v)
+
+
+def test_plan_keeps_its_mask_alive(rng):
+    keep = rng.random((1, 1, 6, 6)) > 0.4
+    keep[..., 0] = True
+    p = seqattn.plan(heads_q=1, seq_q=6, seq_k=6, dim=8, mask=keep.copy())
+    import gc
+    gc.collect()
+    q = randn(rng, 1, 1, 6, 8)
+    np.testing.assert_allclose(p(q, q, q), reference(q, q, q, keep=keep), atol=2e-6)
+
+
+@pytest.mark.parametrize("dtype,atol", [("float32", 2e-6), ("bfloat16", 2e-2),
+                                        (torch.float16, 3e-3)])
+def test_decode_over_a_cache_equals_causal_attention(rng, dtype, atol):
+    h, h_kv, d, prompt, steps = 4, 2, 32, 13, 5
+    total = prompt + steps
+    q, k, v = randn(rng, 1, h, total, d), randn(rng, 1, h_kv, total, d), randn(rng, 1, h_kv, total, d)
+    cache = seqattn.KvCache(1, h_kv, total, d, dtype=dtype)
+    assert cache.shape["dtype"] in ("float32", "bfloat16", "float16")
+    step = seqattn.plan(cache=cache, heads_q=h, seq_q=1, causal=True)
+    cache.append(k[:, :, :prompt], v[:, :, :prompt])
+    outs = []
+    for t in range(prompt, total):
+        cache.append(k[:, :, t:t + 1], v[:, :, t:t + 1])
+        outs.append(step.run(q[:, :, t:t + 1], cache=cache))
+    assert cache.length(0) == total
+    want = reference(q, k, v, causal=True)[:, :, prompt:]
+    np.testing.assert_allclose(np.concatenate(outs, axis=2), want, atol=atol)
+
+
+def test_cache_refusals_change_nothing(rng):
+    cache = seqattn.KvCache(1, 2, 4, 8)
+    k = randn(rng, 1, 2, 3, 8)
+    cache.append(k, k)
+    with pytest.raises(ValueError, match="capacity"):
+        cache.append(k, k)  # 3 + 3 > 4
+    assert cache.length(0) == 3
+    with pytest.raises(ValueError, match="v"):
+        cache.append(k, k[..., :4])
+    assert cache.length(0) == 3
+    with pytest.raises(ValueError, match="dtype"):
+        seqattn.KvCache(1, 2, 4, 8, dtype="int8")
+    with pytest.raises(ValueError, match="capacity"):
+        seqattn.KvCache(1, 2, 0, 8)
+    cache.clear()
+    assert cache.length(0) == 0 and cache.nbytes > 0
+
+
+def test_appends_and_runs_from_two_threads(rng):
+    h_kv, d, n = 2, 16, 200
+    k, v = randn(rng, 1, h_kv, n, d), randn(rng, 1, h_kv, n, d)
+    q = randn(rng, 1, h_kv, 1, d)
+    cache = seqattn.KvCache(1, h_kv, n, d)
+    cache.append(k[:, :, :1], v[:, :, :1])
+    p = seqattn.plan(cache=cache, heads_q=h_kv, seq_q=1)
+    errors = []
+
+    def appender():
+        for t in range(1, n):
+            cache.append(k[:, :, t:t + 1], v[:, :, t:t + 1])
+
+    def reader():
+        try:
+            for _ in range(300):
+                out = p.run(q, cache=cache)
+                assert np.isfinite(out).all()
+        except Exception as e:  # reported below, not swallowed
+            errors.append(e)
+
+    threads = [threading.Thread(target=appender), threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    np.testing.assert_allclose(p.run(q, cache=cache), reference(q, k, v), atol=2e-6)
