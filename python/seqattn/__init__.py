@@ -7,9 +7,9 @@ carrying seqattn's message: the argument, what was expected and what was given.
 """
 
 from . import _seqattn
-from ._arrays import (as_4d, check_kind, check_no_grad, empty, from_rank4, lengths,
-                      scores_4d)
+from ._arrays import as_4d, check_kind, check_no_grad, empty, from_rank4, scores_4d
 from ._mha import MultiHeadAttention
+from ._options import make_options
 from ._plan import KvCache, Plan, plan
 from ._sdpa import scaled_dot_product_attention
 
@@ -33,18 +33,6 @@ def select(seq, profile=None):
     `seqattn calibrate`.
     """
     return _seqattn.select(int(seq), profile)
-
-
-def make_options(variant="dense", causal=False, key_lengths=None, scale=None, window=None,
-                 window_right=None, global_tokens=None, feature_map=None, features=None,
-                 proj_len=None, seed=0, threads=0, profile=None):
-    """The compiled Options for these keyword arguments (shared by attention, plan and MHA)."""
-    return _seqattn.options(
-        variant=variant, causal=bool(causal), key_lengths=lengths(key_lengths),
-        scale=None if scale is None else float(scale), window=window, window_right=window_right,
-        global_tokens=[int(t) for t in (global_tokens or [])],
-        feature_map=feature_map or "elu1", features=int(features or 0), proj_len=proj_len,
-        seed=int(seed), threads=int(threads), profile=profile)
 
 
 def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=None, bias=None,

@@ -102,6 +102,10 @@ def lengths(key_lengths):
     return [int(x) for x in np.asarray(key_lengths).reshape(-1)]
 
 
+def is_bool(m):
+    return str(m.dtype) in ("bool", "torch.bool")
+
+
 def logical_not(m):
     """~m for a boolean mask of either kind (a new array: the masks' meanings differ)."""
     if is_torch(m):

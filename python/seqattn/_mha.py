@@ -4,17 +4,14 @@ a torch.nn.MultiheadAttention."""
 import numpy as np
 
 from . import _seqattn
-from ._arrays import check_kind, check_no_grad, empty, is_torch, logical_not
+from ._arrays import check_kind, check_no_grad, empty, is_bool, is_torch, logical_not
+from ._options import make_options
 
 
 def _contiguous(a):
     if is_torch(a):
         return a.contiguous()
     return np.ascontiguousarray(a)
-
-
-def _is_bool(m):
-    return str(m.dtype) in ("bool", "torch.bool")
 
 
 def _as_float32(m):
@@ -34,8 +31,6 @@ class MultiHeadAttention:
 
     def __init__(self, embed_dim, num_heads, *, bias=True, batch_first=False, num_kv_heads=None,
                  output_projection=True, **options):
-        from . import make_options
-
         self.embed_dim = int(embed_dim)
         self.num_heads = int(num_heads)
         self.batch_first = bool(batch_first)
@@ -84,17 +79,19 @@ class MultiHeadAttention:
         """nn.MultiheadAttention's masks (True = hidden, or additive) as seqattn's keep mask
         (True = visible) and float32 bias, [B|1, H|1, S_q, S_k]."""
         keeps, biases = [], []
+
+        def add(name, m):
+            check_kind(name, m)
+            if is_bool(m):
+                keeps.append(logical_not(m))
+            else:
+                biases.append(_as_float32(m))
+
         if key_padding_mask is not None:
-            check_kind("key_padding_mask", key_padding_mask)
-            m = key_padding_mask.reshape(b, 1, 1, s_k)
-            (keeps if _is_bool(m) else biases).append(logical_not(m) if _is_bool(m)
-                                                      else _as_float32(m))
+            add("key_padding_mask", key_padding_mask.reshape(b, 1, 1, s_k))
         if attn_mask is not None:
-            check_kind("attn_mask", attn_mask)
-            m = (attn_mask.reshape(1, 1, s_q, s_k) if attn_mask.ndim == 2 else
-                 attn_mask.reshape(b, self.num_heads, s_q, s_k))
-            (keeps if _is_bool(m) else biases).append(logical_not(m) if _is_bool(m)
-                                                      else _as_float32(m))
+            add("attn_mask", attn_mask.reshape(1, 1, s_q, s_k) if attn_mask.ndim == 2 else
+                attn_mask.reshape(b, self.num_heads, s_q, s_k))
         keep = keeps[0] if len(keeps) == 1 else (keeps[0] & keeps[1] if keeps else None)
         bias = biases[0] if len(biases) == 1 else (biases[0] + biases[1] if biases else None)
         return keep, bias
@@ -121,8 +118,6 @@ class MultiHeadAttention:
         xk = xs[-1]
         b, s_q, s_k = xq.shape[0], xq.shape[1], xk.shape[1]
         keep, bias = self._masks(key_padding_mask, attn_mask, b, s_q, s_k)
-        from . import make_options
-
         opts = make_options(**dict(self._options, causal=is_causal or
                                    self._options.get("causal", False)))
         out = empty(xq, (b, s_q, self.embed_dim))

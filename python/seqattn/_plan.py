@@ -2,6 +2,7 @@
 
 from . import _seqattn
 from ._arrays import as_4d, check_kind, check_no_grad, empty, scores_4d
+from ._options import make_options
 
 
 def _dtype_name(dtype):
@@ -115,8 +116,6 @@ def plan(*, heads_q, seq_q, dim=None, batch=1, heads_kv=None, seq_k=None, dim_v=
     or plan(cache=KvCache, heads_q=, seq_q=) for decoding over a cache. options are
     attention()'s (variant, causal, key_lengths, scale, window, ...). The plan keeps mask and
     bias alive and reads them on every run."""
-    from . import make_options
-
     opts = make_options(**options)
     if cache is not None:
         shape = _seqattn.cache_shape(cache._cache, int(heads_q), int(seq_q))

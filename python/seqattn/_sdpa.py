@@ -14,7 +14,8 @@ import math
 import numpy as np
 
 from . import _seqattn
-from ._arrays import check_kind, check_no_grad, empty, is_torch, zeros
+from ._arrays import check_kind, check_no_grad, empty, is_bool, is_torch, zeros
+from ._options import make_options
 
 
 def _expand(a, shape):
@@ -54,14 +55,6 @@ def _float_mask(attn_mask, query):
         raise TypeError(f"attn_mask: expected bool or the query's dtype {query.dtype}, got "
                         f"{attn_mask.dtype}")
     return attn_mask if attn_mask.dtype == np.float32 else attn_mask.astype(np.float32)
-
-
-def _is_bool(m):
-    if is_torch(m):
-        import torch
-
-        return m.dtype == torch.bool
-    return m.dtype == np.bool_
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
@@ -121,16 +114,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if attn_mask.ndim > 4:
             raise ValueError(f"attn_mask: expected at most 4 axes, got {tuple(attn_mask.shape)}")
         m = attn_mask[(None,) * (4 - attn_mask.ndim)]
-        if _is_bool(m):
+        if is_bool(m):
             keep = m
         else:
             bias = _float_mask(m, query)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[3]) if q.shape[3] > 0 else 1.0
-    opts = _seqattn.options(variant="dense", causal=causal, key_lengths=[], scale=float(scale),
-                            window=None, window_right=None, global_tokens=[],
-                            feature_map="elu1", features=0, proj_len=None, seed=0, threads=0,
-                            profile=None)
+    opts = make_options("dense", causal=causal, scale=scale)
     out = empty(query, (n, h_q, seq_q, e_v))
     _seqattn.attend(q, k, v, out, opts, mask=keep, bias=bias, lse=None, weights=None,
                     layout="bhsd")

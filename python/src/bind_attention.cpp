@@ -84,20 +84,27 @@ RunOutputs outputs_of(py::handle lse, py::handle weights) {
   return r;
 }
 
+// q, k, v and out of one call, as the library's views.
+struct Operands {
+  AnyConstTensor q, k, v;
+  AnyTensor out;
+};
+
+Operands operands(py::handle q, py::handle k, py::handle v, py::handle out, Layout l) {
+  return {input_view(inspect(q, "q"), "q", l), input_view(inspect(k, "k"), "k", l),
+          input_view(inspect(v, "v"), "v", l), output_view(inspect(out, "out"), "out", l)};
+}
+
 RunRecord attend_arrays(py::handle q, py::handle k, py::handle v, py::handle out,
                         const AttentionOptions& options, py::handle keep, py::handle bias,
                         py::handle lse, py::handle weights, const std::string& layout) {
-  const Layout l = parse_layout(layout);
-  const AnyConstTensor qv = input_view(inspect(q, "q"), "q", l);
-  const AnyConstTensor kv = input_view(inspect(k, "k"), "k", l);
-  const AnyConstTensor vv = input_view(inspect(v, "v"), "v", l);
-  const AnyTensor ov = output_view(inspect(out, "out"), "out", l);
-  AttentionOptions o = with_masks(options, keep, bias, scores_of(qv, kv.shape[2]));
+  const Operands a = operands(q, k, v, out, parse_layout(layout));
+  AttentionOptions o = with_masks(options, keep, bias, scores_of(a.q, a.k.shape[2]));
   const RunOutputs extra = outputs_of(lse, weights);
   o.lse = extra.lse;
   o.weights = extra.weights;
   py::gil_scoped_release unlocked;
-  return attend(qv, kv, vv, ov, o);
+  return attend(a.q, a.k, a.v, a.out, o);
 }
 
 // A plan, with the mask arrays it references kept alive as long as it is.
@@ -119,14 +126,10 @@ PyPlan make_py_plan(const AttentionShape& shape, const AttentionOptions& options
 
 RunRecord run_plan(const PyPlan& p, py::handle q, py::handle k, py::handle v, py::handle out,
                    py::handle lse, py::handle weights, const std::string& layout) {
-  const Layout l = parse_layout(layout);
-  const AnyConstTensor qv = input_view(inspect(q, "q"), "q", l);
-  const AnyConstTensor kv = input_view(inspect(k, "k"), "k", l);
-  const AnyConstTensor vv = input_view(inspect(v, "v"), "v", l);
-  const AnyTensor ov = output_view(inspect(out, "out"), "out", l);
+  const Operands a = operands(q, k, v, out, parse_layout(layout));
   const RunOutputs extra = outputs_of(lse, weights);
   py::gil_scoped_release unlocked;
-  return p.plan->run(qv, kv, vv, ov, extra);
+  return p.plan->run(a.q, a.k, a.v, a.out, extra);
 }
 
 RunRecord run_plan_cache(const PyPlan& p, py::handle q, PyKvCache& cache, py::handle out,
