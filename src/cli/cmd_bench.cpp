@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/measure.hpp"
+#include "cli/ring_bench.hpp"
 #include "cli/variant_flags.hpp"
 #include "seqattn/error.hpp"
 
@@ -27,6 +28,8 @@ struct BenchFlags {
   int warmup = 1;
   bool json = false;
   bool sweep = false;
+  bool ring = false;  // under mpirun: ring attention over the ranks (S = --seq in total)
+  bool baseline = false;
   std::string seqs = "128,256,512,1024,2048,4096,8192";
   VariantFlags variant;
 };
@@ -95,6 +98,15 @@ void bench(BenchFlags f) {
   options.mask.causal = f.causal;
   options.threads = f.threads;
 
+  if (f.ring) {
+    if (f.seq_opt->count() == 0 || f.sweep || f.seq_q_opt->count() > 0 ||
+        f.shape.dtype != DType::kF32 || f.shape.kv_dtype != DType::kF32)
+      throw Error(ErrorKind::kUnsupported, "--ring", "one --seq, f32, no --seq-q or --sweep",
+                  "other flags", "run it as mpirun -np P seqattn bench --ring --seq S ...");
+    check_positive(f.shape.seq, "--seq");
+    bench_ring({f.shape, options, f.warmup, f.repeat, f.json, f.baseline});
+    return;
+  }
   if (f.seq_opt->count() > 0 && !f.sweep) {
     check_positive(f.shape.seq, "--seq");
     const Timing t = bench_point(f, f.shape, options);
@@ -178,6 +190,12 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", flags->json, "print JSON on stdout");
   cmd->add_flag("--sweep", flags->sweep, "sweep S over --seqs (the default without --seq)");
   cmd->add_option("--seqs", flags->seqs, "sweep lengths")->capture_default_str();
+  cmd->add_flag("--ring", flags->ring,
+                "ring attention over MPI: run as mpirun -np P seqattn bench --ring --seq S "
+                "(dense: contiguous shards, causal: zig-zag; sliding-window: band exchange)");
+  cmd->add_flag("--baseline", flags->baseline,
+                "with --ring: rank 0 also times one process over the whole sequence, "
+                "interleaved, and prints the speed-up");
   add_variant_flags(*cmd, flags->variant);
   cmd->callback([flags] { bench(*flags); });
 }

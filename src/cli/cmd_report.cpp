@@ -36,6 +36,8 @@ struct ReportFlags {
   std::string decode_seqs;
   bool no_decode = false;
   bool no_half = false;
+  bool no_ring = false;
+  std::int64_t ring_seq = 8192;
 };
 
 // What is known about one (variant, threads) series while the sweep runs: enough to predict
@@ -359,7 +361,10 @@ void report(const ReportFlags& f) {
   const double elapsed = sweep.elapsed();
   const DecodeReport decode = config.decode_seqs.empty() ? DecodeReport{} : run_decode(config);
   const HalfReport half = config.half_seqs.empty() ? HalfReport{} : run_half(config);
-  std::cout << write_report(config, points, elapsed, decode, half);
+  const RingReport ring = config.ring_seq > 0
+                              ? run_ring(config.shape, config.ring_seq, config.ring_seq_per_rank)
+                              : RingReport{};
+  std::cout << write_report(config, points, elapsed, decode, half, ring);
 }
 
 ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>& specs) {
@@ -397,6 +402,10 @@ ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>&
     }
   }
   if (!f.no_half) c.half_seqs = {1024, 4096};
+  if (f.ring_seq < 4)
+    throw Error(ErrorKind::kInvalidArgument, "--ring-seq", ">= 4", std::to_string(f.ring_seq));
+  c.ring_seq = f.no_ring ? 0 : f.ring_seq;
+  c.ring_seq_per_rank = f.ring_seq / 4;
   const std::vector<std::string> wanted = [&] {
     std::vector<std::string> names;
     std::size_t start = 0;
@@ -457,6 +466,10 @@ void add_report_command(CLI::App& app) {
                   "131072)");
   cmd->add_flag("--no-decode", flags->no_decode, "skip the decode sweep and bandwidth runs");
   cmd->add_flag("--no-half", flags->no_half, "skip the dense f32/bf16/f16 rows");
+  cmd->add_flag("--no-ring", flags->no_ring, "skip the ring-attention (MPI) section");
+  cmd->add_option("--ring-seq", flags->ring_seq,
+                  "ring attention: S of the strong scaling (weak: S/4 per process)")
+      ->capture_default_str();
   cmd->callback([flags] { report(*flags); });
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/measure.hpp"
+#include "cli/report_ring.hpp"
 
 namespace seqattn::cli {
 
@@ -29,6 +30,8 @@ struct ReportConfig {
   bool plot = true;
   std::vector<std::int64_t> decode_seqs;  // S_k of the decode sweep; empty = no decode section
   std::vector<std::int64_t> half_seqs;    // S of the dense f32/bf16/f16 rows; empty = none
+  std::int64_t ring_seq = 8192;           // ring attention strong scaling S; 0 = no section
+  std::int64_t ring_seq_per_rank = 2048;  // weak scaling S/P
 };
 
 struct ReportPoint {
@@ -105,6 +108,6 @@ struct HalfReport {
 // Fits, crossovers, and the three files. Returns the scaling.md text (also printed).
 std::string write_report(const ReportConfig& config, const std::vector<ReportPoint>& points,
                          double elapsed_seconds, const DecodeReport& decode = {},
-                         const HalfReport& half = {});
+                         const HalfReport& half = {}, const RingReport& ring = {});
 
 }  // namespace seqattn::cli

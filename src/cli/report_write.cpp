@@ -282,7 +282,8 @@ void half_table(std::ostream& md, const HalfReport& h) {
 std::string markdown(const ReportConfig& c, const std::vector<ReportPoint>& points,
                      const std::vector<SeriesFit>& fits,
                      const std::vector<SeriesCrossover>& crossovers, const DecodeReport& decode,
-                     const HalfReport& half, const std::string& target, double elapsed) {
+                     const HalfReport& half, const RingReport& ring, const std::string& target,
+                     double elapsed) {
   std::ostringstream md;
   md << "# seqattn scaling report\n\n"
      << "B=" << c.shape.batch << ", H=" << c.shape.heads << ", D=" << c.shape.dim
@@ -293,6 +294,7 @@ std::string markdown(const ReportConfig& c, const std::vector<ReportPoint>& poin
   fit_and_crossover_tables(md, c, fits, crossovers);
   if (!decode.points.empty()) decode_table(md, decode);
   if (!half.points.empty()) half_table(md, half);
+  if (c.ring_seq > 0) ring_table(md, ring);
   if (!c.not_built.empty()) {
     md << "\n## Not built (skipped)\n\n";
     for (const auto& [v, why] : c.not_built) md << "- " << v << ": " << why << "\n";
@@ -462,7 +464,8 @@ nlohmann::json half_json(const HalfReport& h) {
 }
 
 std::string write_report(const ReportConfig& c, const std::vector<ReportPoint>& points,
-                         double elapsed, const DecodeReport& decode, const HalfReport& half) {
+                         double elapsed, const DecodeReport& decode, const HalfReport& half,
+                         const RingReport& ring) {
   std::vector<SeriesFit> fits;
   std::vector<SeriesCrossover> crossovers;
   const std::vector<double> n(c.seqs.begin(), c.seqs.end());
@@ -483,10 +486,11 @@ std::string write_report(const ReportConfig& c, const std::vector<ReportPoint>& 
   for (const SeriesCrossover& x : crossovers) j["crossovers"].push_back(crossover_json(x));
   if (!decode.points.empty()) j["decode"] = decode_json(decode);
   if (!half.points.empty()) j["half_precision"] = half_json(half);
+  if (c.ring_seq > 0) j["ring"] = ring_json(ring);
 
   ::mkdir(c.out_dir.c_str(), 0777);  // an existing directory is fine; errors surface below
   const std::string json_path = c.out_dir + "/scaling.json";
-  const std::string md = markdown(c, points, fits, crossovers, decode, half, target, elapsed);
+  const std::string md = markdown(c, points, fits, crossovers, decode, half, ring, target, elapsed);
   npy::StagedOutputs staged;
   staged.stage(json_path, j.dump(2) + "\n", "--out-dir");
   staged.stage(c.out_dir + "/scaling.md", md, "--out-dir");

@@ -464,7 +464,7 @@ TEST_F(CliTest, CalibrateWritesALoadableProfile) {
 TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   const Result r =
       run("report --seqs 64,128 --threads-list 1 --heads 1 --dim 16 --decode-seqs 512,2048 "
-          "--out-dir " +
+          "--ring-seq 64 --out-dir " +
           path("report"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(read(path("report/scaling.json")));
@@ -504,6 +504,20 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   EXPECT_EQ(decode["points"][0]["kv_mb"].get<double>(), 4.0 * 8 * 512 * 256 / 1048576.0);
   EXPECT_EQ(decode["points"][2]["kv_dtype"], "bf16");
   EXPECT_EQ(decode["points"][2]["kv_mb"].get<double>(), 2.0 * 8 * 512 * 256 / 1048576.0);
+  // Ring attention: strong (S = 64) and weak (16 per process) scaling, non-causal and causal,
+  // P = 1, 2, 4 through mpirun; or, in a build without MPI, the reason it is skipped.
+  ASSERT_TRUE(j.contains("ring"));
+  if (j["ring"]["skipped"].get<std::string>().empty()) {
+    ASSERT_EQ(j["ring"]["runs"].size(), 12u) << j["ring"];
+    for (const auto& run : j["ring"]["runs"]) {
+      EXPECT_GT(run["median_ms"].get<double>(), 0.0) << run;
+      EXPECT_EQ(run["seq"].get<int>(),
+                run["scaling"] == "strong" ? 64 : 16 * run["ranks"].get<int>());
+    }
+  } else {
+    EXPECT_NE(j["ring"]["skipped"].get<std::string>().find("MPI"), std::string::npos);
+    EXPECT_TRUE(j["ring"]["runs"].empty());
+  }
   ASSERT_TRUE(j.contains("half_precision"));
   const nlohmann::json& half = j["half_precision"]["points"];
   ASSERT_EQ(half.size(), 6u);  // S = 1024, 4096 × f32, bf16, f16 at 1 thread

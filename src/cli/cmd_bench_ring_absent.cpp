@@ -1,0 +1,13 @@
+// seqattn was configured without MPI: --ring is a declared feature that is not built here.
+#include "cli/ring_bench.hpp"
+#include "seqattn/error.hpp"
+
+namespace seqattn::cli {
+
+void bench_ring(const RingBenchSpec&) {
+  throw Error(ErrorKind::kNotImplemented, "--ring", "a seqattn built with MPI (seqattn::mpi)",
+              "this build has no MPI",
+              "apt-get install libopenmpi-dev openmpi-bin, then rebuild (scripts/build)");
+}
+
+}  // namespace seqattn::cli

@@ -1,0 +1,131 @@
+#include "cli/report_ring.hpp"
+
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+namespace seqattn::cli {
+namespace {
+
+// The running seqattn binary, so that mpirun starts the same build.
+std::string self_path() {
+  std::array<char, 4096> buf{};
+  const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  return n > 0 ? std::string(buf.data(), static_cast<std::size_t>(n)) : std::string("seqattn");
+}
+
+// One `mpirun -np P seqattn bench --ring --json` run; its JSON, or a reason in `error`.
+nlohmann::json run_bench(int ranks, const Shape& s, std::int64_t seq, bool causal,
+                         std::string& error) {
+#ifdef SEQATTN_MPIEXEC
+  std::string cmd = std::string(SEQATTN_MPIEXEC) +
+                    (::geteuid() == 0 ? " --allow-run-as-root" : "") +
+                    " --oversubscribe -x OMP_NUM_THREADS=1 -np " + std::to_string(ranks) + " '" +
+                    self_path() + "' bench --ring --json --threads 1 --repeat 3 --warmup 1" +
+                    " --batch " + std::to_string(s.batch) + " --heads " + std::to_string(s.heads) +
+                    " --dim " + std::to_string(s.dim) + " --seq " + std::to_string(seq) +
+                    (causal ? " --causal" : "") + " 2>&1";
+  std::FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) {
+    error = "could not start: " + cmd;
+    return {};
+  }
+  std::string text;
+  std::array<char, 4096> chunk{};
+  while (std::fgets(chunk.data(), static_cast<int>(chunk.size()), pipe)) text += chunk.data();
+  const int status = ::pclose(pipe);
+  const std::size_t brace = text.find('{');
+  if (status != 0 || brace == std::string::npos) {
+    error = "`" + cmd + "` failed (status " + std::to_string(status) + "): " + text.substr(0, 400);
+    return {};
+  }
+  return nlohmann::json::parse(text.substr(brace), nullptr, false);
+#else
+  (void)ranks, (void)s, (void)seq, (void)causal;
+  error = "seqattn was built without MPI (apt-get install libopenmpi-dev openmpi-bin)";
+  return {};
+#endif
+}
+
+}  // namespace
+
+RingReport run_ring(const Shape& shape, std::int64_t strong_seq, std::int64_t weak_seq_per_rank) {
+  const auto start = std::chrono::steady_clock::now();
+  RingReport r;
+  r.strong_seq = strong_seq;
+  r.weak_seq_per_rank = weak_seq_per_rank;
+  for (const char* scaling : {"strong", "weak"}) {
+    for (const bool causal : {false, true}) {
+      for (const int ranks : {1, 2, 4}) {
+        const std::int64_t seq =
+            std::string(scaling) == "strong" ? strong_seq : weak_seq_per_rank * ranks;
+        std::string error;
+        nlohmann::json j = run_bench(ranks, shape, seq, causal, error);
+        if (!error.empty() || j.is_discarded()) {
+          r.skipped = error.empty() ? "unreadable output of seqattn bench --ring" : error;
+          return r;
+        }
+        j["scaling"] = scaling;
+        std::cerr << "report ring " << scaling << (causal ? " causal" : "") << " P=" << ranks
+                  << " S=" << seq << "  " << format_seconds(j["median_ms"].get<double>() * 1e-3)
+                  << "\n";
+        r.runs.push_back(j);
+      }
+    }
+  }
+  r.elapsed_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+void ring_table(std::ostream& md, const RingReport& r) {
+  md << "\n## Ring attention over MPI (`mpirun -np P seqattn bench --ring`)\n\n";
+  if (!r.skipped.empty()) {
+    md << "Skipped: " << r.skipped << "\n";
+    return;
+  }
+  md << "P processes x 1 thread on this machine (more processes than cores share them: P = 4 "
+        "runs oversubscribed on 2 cores). Strong scaling: S = "
+     << r.strong_seq << " in total; weak scaling: S = " << r.weak_seq_per_rank
+     << " per process. Dense shards are contiguous, causal ones zig-zag. Speed-up is against "
+        "P = 1 of the same row group; `blocked` is the time spent waiting on MPI (communication "
+        "not hidden behind compute). Took "
+     << static_cast<int>(r.elapsed_seconds) << " s.\n\n"
+     << "| scaling | mask | P | S | median | GFLOP/s | speed-up | blocked | MB sent |\n"
+     << "|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const nlohmann::json& j : r.runs) {
+    double one = 0;
+    for (const nlohmann::json& k : r.runs)
+      if (k["scaling"] == j["scaling"] && k["causal"] == j["causal"] && k["ranks"] == 1)
+        one = k["median_ms"].get<double>();
+    const double ms = j["median_ms"].get<double>();
+    const bool weak = j["scaling"] == "weak";
+    // Weak scaling does P times the work of P = 1 (non-causal) in the same time when perfect.
+    const double work =
+        weak ? static_cast<double>(j["ranks"].get<int>()) * (j["ranks"].get<int>()) : 1.0;
+    char line[256];
+    std::snprintf(
+        line, sizeof line, "| %s | %s | %d | %lld | %s | %.1f | %.2fx | %.1f%% | %.1f |\n",
+        j["scaling"].get<std::string>().c_str(), j["causal"].get<bool>() ? "causal" : "none",
+        j["ranks"].get<int>(), static_cast<long long>(j["seq"].get<std::int64_t>()),
+        format_seconds(ms * 1e-3).c_str(),
+        j["gflops"].is_number() ? j["gflops"].get<double>() : 0.0, one > 0 ? one / ms * work : 0.0,
+        100 * j["wait_fraction"].get<double>(), j["bytes_sent"].get<double>() * 1e-6);
+    md << line;
+  }
+  md << "\nWeak-scaling speed-up is throughput against P = 1: S grows with P, so the work grows "
+        "with P² (all pairs of shards) while each process holds S/P; P² · t(1) / t(P).\n";
+}
+
+nlohmann::json ring_json(const RingReport& r) {
+  return {{"skipped", r.skipped},
+          {"strong_seq", r.strong_seq},
+          {"weak_seq_per_rank", r.weak_seq_per_rank},
+          {"elapsed_seconds", r.elapsed_seconds},
+          {"runs", r.runs}};
+}
+
+}  // namespace seqattn::cli

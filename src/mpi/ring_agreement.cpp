@@ -1,0 +1,178 @@
+#include "mpi/ring_agreement.hpp"
+
+#include <bit>
+#include <string>
+#include <vector>
+
+#include "mpi/collective_check.hpp"
+#include "mpi/kv_pack.hpp"
+#include "runtime/validate.hpp"
+#include "seqattn/error.hpp"
+#include "seqattn/plan.hpp"
+
+namespace seqattn::mpi {
+namespace {
+
+// One rank's call, as the others compare it. Plain integers: sent as bytes.
+struct Summary {
+  std::int64_t batch, heads_q, heads_kv, seq, dim, dim_v;
+  std::int64_t variant, causal, left, right, scale_given, scale_bits;
+  std::int64_t key_lengths, key_lengths_hash;
+};
+
+const char* const kFields[] = {"q_shard.shape[0] (B)",
+                               "q_shard.shape[1] (H_q)",
+                               "k_shard.shape[1] (H_kv)",
+                               "q_shard.shape[2] (n)",
+                               "q_shard.shape[3] (D)",
+                               "v_shard.shape[3] (D_v)",
+                               "options.variant",
+                               "options.mask.causal",
+                               "sliding_window.left",
+                               "sliding_window.right",
+                               "options.scale (given)",
+                               "options.scale",
+                               "options.mask.key_lengths.size()",
+                               "options.mask.key_lengths"};
+
+[[noreturn]] void fail(ErrorKind kind, const std::string& argument, const std::string& expected,
+                       const std::string& actual, const std::string& hint = {}) {
+  throw Error(kind, argument, expected, actual, hint);
+}
+
+// The checks of the options and the shard's extents that need no other rank.
+void check_locally(const AttentionShape& shard, const AttentionOptions& options) {
+  const auto* w = std::get_if<SlidingWindowSpec>(&options.variant);
+  if (!std::holds_alternative<DenseSpec>(options.variant) && w == nullptr)
+    fail(ErrorKind::kUnsupported, "options.variant", "dense or sliding-window",
+         std::string(to_string(variant_of(options.variant))));
+  if (w != nullptr && !w->global_tokens.empty())
+    fail(ErrorKind::kNotImplemented, "sliding_window.global_tokens",
+         "none (global tokens over ring_attention are not built yet)",
+         std::to_string(w->global_tokens.size()) + " tokens");
+  if (options.mask.keep || options.mask.bias)
+    fail(ErrorKind::kUnsupported, "options.mask.keep/bias",
+         "unset (ring shards cannot address a whole-sequence mask)", "set",
+         "use causal, key_lengths or a window");
+  if (options.lse || options.weights)
+    fail(ErrorKind::kUnsupported, "options.lse/weights", "unset", "set");
+  if (shard.seq_q != shard.seq_k)
+    fail(ErrorKind::kInvalidArgument, "k_shard.shape[2]",
+         std::to_string(shard.seq_q) + " (q_shard's: one shard of one sequence)",
+         std::to_string(shard.seq_k));
+  if (!options.mask.key_lengths.empty() &&
+      static_cast<std::int64_t>(options.mask.key_lengths.size()) != shard.batch)
+    fail(ErrorKind::kInvalidArgument, "options.mask.key_lengths.size()",
+         std::to_string(shard.batch) + " (one per batch)",
+         std::to_string(options.mask.key_lengths.size()));
+  (void)make_plan(shard, local_options(options));  // every check of the shape and the variant
+}
+
+Summary summarise(const AttentionShape& shard, const AttentionOptions& o) {
+  Summary s{};
+  s.batch = shard.batch;
+  s.heads_q = shard.heads_q;
+  s.heads_kv = shard.heads_kv;
+  s.seq = shard.seq_q;
+  s.dim = shard.dim;
+  s.dim_v = shard.dim_v;
+  s.variant = static_cast<std::int64_t>(variant_of(o.variant));
+  s.causal = o.mask.causal;
+  if (const auto* w = std::get_if<SlidingWindowSpec>(&o.variant)) {
+    s.left = w->left;
+    s.right = w->right;
+  }
+  s.scale_given = o.scale.has_value();
+  s.scale_bits = o.scale ? std::bit_cast<std::uint32_t>(*o.scale) : 0;
+  s.key_lengths = static_cast<std::int64_t>(o.mask.key_lengths.size());
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the values
+  for (std::int64_t x : o.mask.key_lengths)
+    h = (h ^ static_cast<std::uint64_t>(x)) * 1099511628211ull;
+  s.key_lengths_hash = static_cast<std::int64_t>(h);
+  return s;
+}
+
+// The same verdict on every rank, from the same gathered summaries.
+ShardLayout check_agreement(const std::vector<Summary>& all, const AttentionOptions& options) {
+  const auto fields = [](const Summary& s) { return reinterpret_cast<const std::int64_t*>(&s); };
+  constexpr std::size_t kCount = sizeof(Summary) / sizeof(std::int64_t);
+  std::int64_t seq = 0;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    seq += all[r].seq;
+    for (std::size_t f = 0; f < kCount; ++f) {
+      if (f == 3) continue;  // shard lengths differ; checked against the layout below
+      if (fields(all[r])[f] != fields(all[0])[f])
+        fail(ErrorKind::kInvalidArgument, "rank " + std::to_string(r) + ": " + kFields[f],
+             std::to_string(fields(all[0])[f]) + " (as on rank 0)",
+             std::to_string(fields(all[r])[f]), "every rank passes the same shapes and options");
+    }
+  }
+  const Sharding sharding = default_sharding(options);
+  ShardLayout layout = shard_layout(seq, static_cast<int>(all.size()), sharding);
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const std::int64_t want = layout.shard_length(static_cast<int>(r));
+    if (all[r].seq != want)
+      fail(ErrorKind::kInvalidArgument, "rank " + std::to_string(r) + ": q_shard.shape[2] (n)",
+           std::to_string(want) + " (S = " + std::to_string(seq) + " over " +
+               std::to_string(all.size()) + " ranks, " +
+               (sharding == Sharding::kZigZag ? "zig-zag" : "contiguous") + " shards)",
+           std::to_string(all[r].seq), "shard with seqattn::mpi::shard_layout / shard()");
+  }
+  for (std::size_t b = 0; b < options.mask.key_lengths.size(); ++b) {
+    const std::int64_t n = options.mask.key_lengths[b];
+    if (n < 0 || n > seq)
+      fail(ErrorKind::kInvalidArgument, "options.mask.key_lengths[" + std::to_string(b) + "]",
+           "in [0, S = " + std::to_string(seq) + "] (the whole sequence)", std::to_string(n));
+  }
+  return layout;
+}
+
+}  // namespace
+
+AttentionOptions local_options(const AttentionOptions& options) {
+  AttentionOptions local = options;
+  local.mask.key_lengths.clear();  // they count keys of the whole sequence (checked by agreement)
+  return local;
+}
+
+Agreement agree_on_ring(MPI_Comm comm, const AttentionShape& shard,
+                        const AttentionOptions& options) {
+  agree(comm, [&] { check_locally(shard, options); });
+  const Summary mine = summarise(shard, options);
+  std::vector<Summary> all(static_cast<std::size_t>(comm_size(comm)));
+  MPI_Allgather(&mine, sizeof(Summary), MPI_BYTE, all.data(), sizeof(Summary), MPI_BYTE, comm);
+  Agreement a;
+  a.rank = comm_rank(comm);
+  a.layout = check_agreement(all, options);
+  a.batch = mine.batch;
+  a.heads_q = mine.heads_q;
+  a.heads_kv = mine.heads_kv;
+  a.dim = mine.dim;
+  a.dim_v = mine.dim_v;
+  for (const Summary& r : all)  // every block fits one message (checked on every rank alike)
+    message_count(r.batch * r.heads_kv * r.seq * (r.dim + r.dim_v));
+  return a;
+}
+
+AttentionShape agree_on_views(MPI_Comm comm, const ConstTensor& q, const ConstTensor& k,
+                              const ConstTensor& v, const Tensor& out,
+                              const AttentionOptions& options, const AttentionShape* planned) {
+  AttentionShape shape;
+  agree(comm, [&] {
+    shape = detail::shape_of(q, k, v, out);
+    if (planned != nullptr && (shape.batch != planned->batch || shape.heads_q != planned->heads_q ||
+                               shape.heads_kv != planned->heads_kv ||
+                               shape.seq_q != planned->seq_q || shape.seq_k != planned->seq_k ||
+                               shape.dim != planned->dim || shape.dim_v != planned->dim_v))
+      fail(ErrorKind::kInvalidArgument, "q/k/v/out_shard shapes", "the planned shard's",
+           "other extents", "make a ring plan for this shape");
+    if (q.shape[2] != k.shape[2])
+      fail(ErrorKind::kInvalidArgument, "k_shard.shape[2]",
+           std::to_string(q.shape[2]) + " (q_shard's: one shard of one sequence)",
+           std::to_string(k.shape[2]));
+    detail::validate_problem(q, k, v, out, local_options(options));  // pointers, overlap
+  });
+  return shape;
+}
+
+}  // namespace seqattn::mpi
