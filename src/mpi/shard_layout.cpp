@@ -16,6 +16,17 @@ ShardLayout::Piece chunk(std::int64_t seq, std::int64_t count, std::int64_t c) {
   return {c * base + std::min(c, extra), base + (c < extra ? 1 : 0)};
 }
 
+// Collective: the layout fits the communicator and every rank's shard (and the root's whole
+// tensor) fits the layout, or every rank throws.
+void agree_on_scatter(MPI_Comm comm, int root, const ConstTensor& shard, const ConstTensor& full,
+                      const ShardLayout& layout) {
+  const int rank = comm_rank(comm);
+  agree(comm, [&] {
+    check_layout_fits(layout, comm_size(comm), root, "layout");
+    check_shard_of(shard, full, layout, rank, rank == root, "shard", "full");
+  });
+}
+
 }  // namespace
 
 std::int64_t ShardLayout::shard_length(int rank) const {
@@ -54,10 +65,7 @@ Sharding default_sharding(const AttentionOptions& options) {
 void shard(MPI_Comm comm, int root, const ConstTensor& full, const Tensor& shard,
            const ShardLayout& layout) {
   const int rank = comm_rank(comm), size = comm_size(comm);
-  agree(comm, [&] {
-    check_layout_fits(layout, size, root, "layout");
-    check_shard_of(shard, full, layout, rank, rank == root, "shard", "full");
-  });
+  agree_on_scatter(comm, root, shard, full, layout);
   std::vector<float> buffer;
   if (rank == root) {
     for (int t = 0; t < size; ++t) {
@@ -80,10 +88,7 @@ void shard(MPI_Comm comm, int root, const ConstTensor& full, const Tensor& shard
 void unshard(MPI_Comm comm, int root, const ConstTensor& shard, const Tensor& full,
              const ShardLayout& layout) {
   const int rank = comm_rank(comm), size = comm_size(comm);
-  agree(comm, [&] {
-    check_layout_fits(layout, size, root, "layout");
-    check_shard_of(shard, full, layout, rank, rank == root, "shard", "full");
-  });
+  agree_on_scatter(comm, root, shard, full, layout);
   std::vector<float> buffer(static_cast<std::size_t>(elements(shard, shard.shape[2])));
   if (rank != root) {
     pack_rows(shard, 0, shard.shape[2], buffer.data());
