@@ -10,4 +10,9 @@ void bench_ring(const RingBenchSpec&) {
               "apt-get install libopenmpi-dev openmpi-bin, then rebuild (scripts/build)");
 }
 
+nlohmann::json launch_ring_bench(int, const Shape&, std::int64_t, bool, std::string& error) {
+  error = "seqattn was built without MPI (apt-get install libopenmpi-dev openmpi-bin)";
+  return {};
+}
+
 }  // namespace seqattn::cli

@@ -1,56 +1,12 @@
 #include "cli/report_ring.hpp"
 
-#include <unistd.h>
-
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 
+#include "cli/ring_bench.hpp"
+
 namespace seqattn::cli {
-namespace {
-
-// The running seqattn binary, so that mpirun starts the same build.
-std::string self_path() {
-  std::array<char, 4096> buf{};
-  const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-  return n > 0 ? std::string(buf.data(), static_cast<std::size_t>(n)) : std::string("seqattn");
-}
-
-// One `mpirun -np P seqattn bench --ring --json` run; its JSON, or a reason in `error`.
-nlohmann::json run_bench(int ranks, const Shape& s, std::int64_t seq, bool causal,
-                         std::string& error) {
-#ifdef SEQATTN_MPIEXEC
-  std::string cmd = std::string(SEQATTN_MPIEXEC) +
-                    (::geteuid() == 0 ? " --allow-run-as-root" : "") +
-                    " --oversubscribe -x OMP_NUM_THREADS=1 -np " + std::to_string(ranks) + " '" +
-                    self_path() + "' bench --ring --json --threads 1 --repeat 3 --warmup 1" +
-                    " --batch " + std::to_string(s.batch) + " --heads " + std::to_string(s.heads) +
-                    " --dim " + std::to_string(s.dim) + " --seq " + std::to_string(seq) +
-                    (causal ? " --causal" : "") + " 2>&1";
-  std::FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) {
-    error = "could not start: " + cmd;
-    return {};
-  }
-  std::string text;
-  std::array<char, 4096> chunk{};
-  while (std::fgets(chunk.data(), static_cast<int>(chunk.size()), pipe)) text += chunk.data();
-  const int status = ::pclose(pipe);
-  const std::size_t brace = text.find('{');
-  if (status != 0 || brace == std::string::npos) {
-    error = "`" + cmd + "` failed (status " + std::to_string(status) + "): " + text.substr(0, 400);
-    return {};
-  }
-  return nlohmann::json::parse(text.substr(brace), nullptr, false);
-#else
-  (void)ranks, (void)s, (void)seq, (void)causal;
-  error = "seqattn was built without MPI (apt-get install libopenmpi-dev openmpi-bin)";
-  return {};
-#endif
-}
-
-}  // namespace
 
 RingReport run_ring(const Shape& shape, std::int64_t strong_seq, std::int64_t weak_seq_per_rank) {
   const auto start = std::chrono::steady_clock::now();
@@ -63,7 +19,7 @@ RingReport run_ring(const Shape& shape, std::int64_t strong_seq, std::int64_t we
         const std::int64_t seq =
             std::string(scaling) == "strong" ? strong_seq : weak_seq_per_rank * ranks;
         std::string error;
-        nlohmann::json j = run_bench(ranks, shape, seq, causal, error);
+        nlohmann::json j = launch_ring_bench(ranks, shape, seq, causal, error);
         if (!error.empty() || j.is_discarded()) {
           r.skipped = error.empty() ? "unreadable output of seqattn bench --ring" : error;
           return r;

@@ -2,6 +2,9 @@
 // Built from cmd_bench_ring.cpp when seqattn::mpi exists, else from cmd_bench_ring_absent.cpp,
 // which says so.
 #pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
 #include "cli/measure.hpp"
 #include "seqattn/options.hpp"
 
@@ -22,5 +25,10 @@ struct RingBenchSpec {
 // throughput, the time blocked on communication and the communication time hidden behind
 // compute (a ring pass of the same shards without compute, timed separately).
 void bench_ring(const RingBenchSpec& spec);
+
+// For the report: `mpirun -np ranks <this binary> bench --ring --json` (1 thread per rank,
+// warm-up 1, median of 3) and its JSON; on failure, or without MPI, the reason in `error`.
+nlohmann::json launch_ring_bench(int ranks, const Shape& s, std::int64_t seq, bool causal,
+                                 std::string& error);
 
 }  // namespace seqattn::cli

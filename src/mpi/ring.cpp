@@ -136,7 +136,6 @@ void Ring::attend_block(std::int64_t i0, std::int64_t i1, const KvBlock& block, 
   }
   record_.flops += run.flops;
   record_.threads = run.threads;
-  record_.steps += 1;
   record_.compute_seconds += now() - t0;
 }
 
@@ -190,6 +189,7 @@ void run_dense_ring(Ring& ring, const ConstTensor& k, const ConstTensor& v) {
                 (rank + 1) % p, kRingTag, ring.comm_, &requests[1]);
       ring.record_.bytes_sent += static_cast<double>(ring.block_floats(cur.rows)) * sizeof(float);
     }
+    ++ring.record_.steps;
     if (src == rank) {  // every row's first block; zig-zag: causal over the local shard
       for (const auto& [c0, c1] : row_chunks(0, n)) {
         ring.attend_block(c0, c1, cur, 0, zigzag ? c1 : cur.rows, DenseSpec{}, zigzag, true);
@@ -268,6 +268,7 @@ void run_band_exchange(Ring& ring, const ConstTensor& k, const ConstTensor& v,
     }
   };
   attend_band(ring.pack(k, v, 0, k.shape[2], {piece(rank)}), rank, 0, true);
+  ring.record_.steps = 1 + static_cast<int>(sources.size());
   for (std::size_t i = 0; i < sources.size(); ++i) {
     wait_one(ring.pending_[i], ring.record_);
     const KvBlock& in = inbox[static_cast<std::size_t>(sources[i])];

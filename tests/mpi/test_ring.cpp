@@ -104,6 +104,9 @@ void expect_equal_to_whole(const Case& c, const AttentionOptions& o) {
   Shards s(w, o);
   s.record = s.run(c, o);
   EXPECT_LE(shard_error(w, s), 1e-5) << "rank " << rank();
+  if (std::holds_alternative<DenseSpec>(o.variant)) {
+    EXPECT_EQ(s.record.steps, ranks());
+  }
   const std::vector<float> first = s.out;
   s.run(c, o);
   EXPECT_EQ(first, s.out) << "repeated runs differ on rank " << rank();
