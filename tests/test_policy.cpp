@@ -52,6 +52,14 @@ TEST(Policy, JsonRoundTripAndErrors) {
     EXPECT_EQ(e.kind(), ErrorKind::kIo);
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
   }
+  // A directory opens as a stream on Linux and fails only when read: still an Error(kIo).
+  try {
+    SelectionPolicy::load_json(::testing::TempDir());
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_NE(std::string(e.what()).find("cannot be read"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Policy, AutoRunsTheSelectedVariantAndSaysWhy) {

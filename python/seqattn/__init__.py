@@ -7,7 +7,7 @@ carrying seqattn's message: the argument, what was expected and what was given.
 """
 
 from . import _seqattn
-from ._arrays import as_4d, check_kind, check_no_grad, empty, from_rank4, scores_4d
+from ._arrays import as_4d, check_kind, check_no_grad, empty, from_rank4, integer, scores_4d
 from ._mha import MultiHeadAttention
 from ._options import make_options
 from ._plan import KvCache, Plan, plan
@@ -32,7 +32,7 @@ def select(seq, profile=None):
     sliding window up to 2048, linear beyond); `profile` is a JSON file written by
     `seqattn calibrate`.
     """
-    return _seqattn.select(int(seq), profile)
+    return _seqattn.select(integer("seq", seq, 1, 2**63 - 1), profile)
 
 
 def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=None, bias=None,

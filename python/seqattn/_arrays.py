@@ -94,12 +94,27 @@ def from_rank4(a, rank, layout):
     return a[0, 0] if layout == "bhsd" else a[0, :, 0]
 
 
+def integer(name, x, lo=None, hi=None):
+    """x as a Python int, or a ValueError/TypeError naming it (never silently truncated)."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+        if isinstance(x, (float, np.floating)) and float(x).is_integer():
+            x = int(x)
+        else:
+            raise TypeError(f"{name}: expected an integer, got {x!r}")
+    x = int(x)
+    if (lo is not None and x < lo) or (hi is not None and x > hi):
+        bounds = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise ValueError(f"{name}: expected an integer {bounds}, got {x}")
+    return x
+
+
 def lengths(key_lengths):
     if key_lengths is None:
         return []
     if is_torch(key_lengths):
         key_lengths = key_lengths.tolist()
-    return [int(x) for x in np.asarray(key_lengths).reshape(-1)]
+    flat = np.asarray(key_lengths, dtype=object).reshape(-1)
+    return [integer(f"key_lengths[{i}]", x, -2**63, 2**63 - 1) for i, x in enumerate(flat)]
 
 
 def is_bool(m):

@@ -56,6 +56,9 @@ SelectionPolicy SelectionPolicy::load_json(const std::string& path) {
     in >> j;
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorKind::kIo, "profile", "valid JSON", "'" + path + "': " + e.what());
+  } catch (const std::exception& e) {  // a read error, e.g. the path is a directory
+    throw Error(ErrorKind::kIo, "profile", "a readable JSON file",
+                "'" + path + "' cannot be read: " + e.what());
   }
   if (!j.is_object())
     throw Error(ErrorKind::kInvalidArgument, "profile", "a JSON object", j.type_name());

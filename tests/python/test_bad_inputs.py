@@ -52,6 +52,17 @@ def test_shapes_values_and_options(qkv):
         seqattn.attention(q[None], k[None], v[None])
     with pytest.raises(ValueError, match="threads"):
         seqattn.attention(q, k, v, threads=-1)
+    # Integers are never truncated or wrapped on the way to C++.
+    with pytest.raises(TypeError, match=r"key_lengths\[0\]: expected an integer, got 2.5"):
+        seqattn.attention(q, k, v, key_lengths=[2.5])
+    with pytest.raises(ValueError, match=r"seed: expected an integer in \[0, "):
+        seqattn.attention(q, k, v, variant="linear", feature_map="favor", seed=-1)
+    with pytest.raises(ValueError, match="threads: expected an integer in"):
+        seqattn.attention(q, k, v, threads=2**40)
+    with pytest.raises(TypeError, match="window: expected an integer"):
+        seqattn.attention(q, k, v, variant="sliding-window", window="wide")
+    with pytest.raises(ValueError, match="seq: expected an integer >= 1|seq: expected an integer in"):
+        seqattn.select(-5)
 
 
 def test_out_problems_leave_out_untouched(qkv):
@@ -109,3 +120,5 @@ def test_error_kinds_map_to_python_exceptions(qkv, tmp_path):
     missing = str(tmp_path / "no-such-profile.json")
     with pytest.raises(OSError, match="no-such-profile.json"):
         seqattn.select(100, profile=missing)
+    with pytest.raises(OSError, match="cannot be read"):  # a directory
+        seqattn.select(100, profile=str(tmp_path))
