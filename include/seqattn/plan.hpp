@@ -32,6 +32,7 @@ struct AttentionShape {
   std::int64_t seq_k = 1;
   std::int64_t dim = 64;
   std::int64_t dim_v = 64;
+  bool operator==(const AttentionShape&) const = default;
 };
 
 // The shape of a plan that attends S_q new queries over `cache`.

@@ -36,9 +36,10 @@ class MultiHeadAttention:
         self.batch_first = bool(batch_first)
         self.bias = bool(bias)
         self._options = options
+        self._compiled = {}  # causal flag -> Options: built once, not on every forward()
         self._layer = _seqattn.MultiHeadAttention(
             self.embed_dim, self.num_heads, int(num_kv_heads or 0), self.bias,
-            bool(output_projection), make_options(**options))
+            bool(output_projection), self._options_for(options.get("causal", False)))
 
     @classmethod
     def from_torch(cls, module, **options):
@@ -96,6 +97,12 @@ class MultiHeadAttention:
         bias = biases[0] if len(biases) == 1 else (biases[0] + biases[1] if biases else None)
         return keep, bias
 
+    def _options_for(self, causal):
+        causal = bool(causal)
+        if causal not in self._compiled:
+            self._compiled[causal] = make_options(**dict(self._options, causal=causal))
+        return self._compiled[causal]
+
     def _batch_major(self, a, unbatched):
         """[B, S, E] row-major, as the layer reads it (a copy only when a is not)."""
         if unbatched:
@@ -118,8 +125,7 @@ class MultiHeadAttention:
         xk = xs[-1]
         b, s_q, s_k = xq.shape[0], xq.shape[1], xk.shape[1]
         keep, bias = self._masks(key_padding_mask, attn_mask, b, s_q, s_k)
-        opts = make_options(**dict(self._options, causal=is_causal or
-                                   self._options.get("causal", False)))
+        opts = self._options_for(is_causal or self._options.get("causal", False))
         out = empty(xq, (b, s_q, self.embed_dim))
         weights = (empty(xq, (b, self.num_heads, s_q, s_k), float32=True) if need_weights
                    else None)

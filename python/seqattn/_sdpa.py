@@ -44,17 +44,12 @@ def _top_left_causal(like, seq_q, seq_k):
 
 def _float_mask(attn_mask, query):
     """An additive mask as the float32 bias the kernel adds (a copy only for half dtypes)."""
-    if is_torch(attn_mask):
-        import torch
-
-        if attn_mask.dtype != query.dtype:
-            raise TypeError(f"attn_mask: expected bool or the query's dtype {query.dtype}, got "
-                            f"{attn_mask.dtype}")
-        return attn_mask if attn_mask.dtype == torch.float32 else attn_mask.float()
     if attn_mask.dtype != query.dtype:
         raise TypeError(f"attn_mask: expected bool or the query's dtype {query.dtype}, got "
                         f"{attn_mask.dtype}")
-    return attn_mask if attn_mask.dtype == np.float32 else attn_mask.astype(np.float32)
+    if is_torch(attn_mask):
+        return attn_mask.float()  # no copy when already float32
+    return attn_mask.astype(np.float32, copy=False)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,

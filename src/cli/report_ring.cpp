@@ -59,9 +59,9 @@ void ring_table(std::ostream& md, const RingReport& r) {
         one = k["median_ms"].get<double>();
     const double ms = j["median_ms"].get<double>();
     const bool weak = j["scaling"] == "weak";
-    // Weak scaling does P times the work of P = 1 (non-causal) in the same time when perfect.
-    const double work =
-        weak ? static_cast<double>(j["ranks"].get<int>()) * (j["ranks"].get<int>()) : 1.0;
+    // Weak scaling: S = P·s, so the work is P = 1's times P² (every pair of shards).
+    const double p = j["ranks"].get<double>();
+    const double work = weak ? p * p : 1.0;
     char line[256];
     std::snprintf(
         line, sizeof line, "| %s | %s | %d | %lld | %s | %.1f | %.2fx | %.1f%% | %.1f |\n",

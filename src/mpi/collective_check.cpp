@@ -78,7 +78,9 @@ void check_shard_of(const ConstTensor& shard, const ConstTensor& full, const Sha
   if (shard.shape[2] != n)
     fail(shard_name + ".shape[2]", std::to_string(n) + " (this rank's shard length)",
          std::to_string(shard.shape[2]));
-  message_count(elements(shard, std::max(n, layout.shard_length(0))));
+  std::int64_t longest = 0;  // the root sends and receives every rank's shard
+  for (int r = 0; r < layout.ranks; ++r) longest = std::max(longest, layout.shard_length(r));
+  message_count(elements(shard, longest));
   if (!is_root) return;
   detail::check_view(full_name, full.data, full.shape, full.strides, sizeof(float));
   const std::array<std::int64_t, 4> want{shard.shape[0], shard.shape[1], layout.seq,

@@ -21,6 +21,16 @@ void copy_row(const float* src, std::int64_t src_stride, float* dst, std::int64_
   for (std::int64_t i = 0; i < d; ++i) dst[i * dst_stride] = src[i * src_stride];
 }
 
+// Calls visit(row) for the first element of each row of `pieces` of every (b, h) of `view`, in
+// the order the contiguous buffers store them.
+template <class View, class Visit>
+void for_each_row(const View& view, const std::vector<ShardLayout::Piece>& pieces, Visit visit) {
+  for (std::int64_t b = 0; b < view.shape[0]; ++b)
+    for (std::int64_t h = 0; h < view.shape[1]; ++h)
+      for (const auto& p : pieces)
+        for (std::int64_t s = p.start; s < p.start + p.length; ++s) visit(view.ptr(b, h, s));
+}
+
 }  // namespace
 
 std::int64_t elements(const ConstTensor& v, std::int64_t rows) {
@@ -28,39 +38,29 @@ std::int64_t elements(const ConstTensor& v, std::int64_t rows) {
 }
 
 void pack_rows(const ConstTensor& v, std::int64_t r0, std::int64_t r1, float* dst) {
-  const std::int64_t d = v.shape[3];
-  for (std::int64_t b = 0; b < v.shape[0]; ++b)
-    for (std::int64_t h = 0; h < v.shape[1]; ++h)
-      for (std::int64_t s = r0; s < r1; ++s, dst += d)
-        copy_row(v.ptr(b, h, s), v.strides[3], dst, 1, d);
+  pack_pieces(v, {{r0, r1 - r0}}, dst);
 }
 
 void unpack_rows(const float* src, const Tensor& dst) {
-  const std::int64_t d = dst.shape[3];
-  for (std::int64_t b = 0; b < dst.shape[0]; ++b)
-    for (std::int64_t h = 0; h < dst.shape[1]; ++h)
-      for (std::int64_t s = 0; s < dst.shape[2]; ++s, src += d)
-        copy_row(src, 1, dst.ptr(b, h, s), dst.strides[3], d);
+  unpack_pieces(src, {{0, dst.shape[2]}}, dst);
 }
 
 void pack_pieces(const ConstTensor& full, const std::vector<ShardLayout::Piece>& pieces,
                  float* dst) {
   const std::int64_t d = full.shape[3];
-  for (std::int64_t b = 0; b < full.shape[0]; ++b)
-    for (std::int64_t h = 0; h < full.shape[1]; ++h)
-      for (const auto& p : pieces)
-        for (std::int64_t s = p.start; s < p.start + p.length; ++s, dst += d)
-          copy_row(full.ptr(b, h, s), full.strides[3], dst, 1, d);
+  for_each_row(full, pieces, [&](const float* row) {
+    copy_row(row, full.strides[3], dst, 1, d);
+    dst += d;
+  });
 }
 
 void unpack_pieces(const float* src, const std::vector<ShardLayout::Piece>& pieces,
                    const Tensor& full) {
   const std::int64_t d = full.shape[3];
-  for (std::int64_t b = 0; b < full.shape[0]; ++b)
-    for (std::int64_t h = 0; h < full.shape[1]; ++h)
-      for (const auto& p : pieces)
-        for (std::int64_t s = p.start; s < p.start + p.length; ++s, src += d)
-          copy_row(src, 1, full.ptr(b, h, s), full.strides[3], d);
+  for_each_row(full, pieces, [&](float* row) {
+    copy_row(src, 1, row, full.strides[3], d);
+    src += d;
+  });
 }
 
 int message_count(std::int64_t floats) {

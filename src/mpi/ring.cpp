@@ -28,14 +28,14 @@ struct KvBlock {
   Pieces pieces;  // the key positions it holds, in row order
 };
 
-// This rank's queries, its output rows and their running log-sum-exp, and the call's state.
-class Ring {
- public:
-  Ring(MPI_Comm comm, const Agreement& a, const ConstTensor& q, const Tensor& out,
-       const AttentionOptions& options)
-      : comm_(comm), a_(a), q_(q), out_(out), options_(options) {
-    lse_.assign(static_cast<std::size_t>(a.batch * a.heads_q * q.shape[2]),
-                -std::numeric_limits<float>::infinity());
+// One call on this rank: its queries, its output rows and their running log-sum-exp, the
+// transfers in flight and the record. The schedules below drive it.
+struct Ring {
+  Ring(MPI_Comm communicator, const Agreement& a, const ConstTensor& q, const Tensor& o,
+       const AttentionOptions& opts)
+      : comm(communicator), agreed(a), queries(q), out(o), options(opts) {
+    lse.assign(static_cast<std::size_t>(a.batch * a.heads_q * q.shape[2]),
+               -std::numeric_limits<float>::infinity());
   }
 
   KvBlock pack(const ConstTensor& k, const ConstTensor& v, std::int64_t r0, std::int64_t r1,
@@ -50,7 +50,7 @@ class Ring {
   }
 
   std::int64_t block_floats(std::int64_t rows) const {
-    return a_.batch * a_.heads_kv * rows * (a_.dim + a_.dim_v);
+    return agreed.batch * agreed.heads_kv * rows * (agreed.dim + agreed.dim_v);
   }
 
   // Query rows [i0, i1) attend to key rows [j0, j1) of `block` under `variant` (and the
@@ -64,31 +64,26 @@ class Ring {
   // the wait: measured at S = 4096, P = 2, 14.8 ms blocked of a 183 ms call before, against a
   // 2 ms ring pass alone.
   void progress() {
-    if (pending_.empty()) return;
+    if (pending.empty()) return;
     int done = 0;
-    MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &done, MPI_STATUSES_IGNORE);
+    MPI_Testall(static_cast<int>(pending.size()), pending.data(), &done, MPI_STATUSES_IGNORE);
   }
 
-  MPI_Comm comm_;
-  const Agreement& a_;
-  ConstTensor q_;
-  Tensor out_;
-  const AttentionOptions& options_;
-  std::vector<float> lse_;  // [B, H_q, n, 1]
-  std::vector<float> part_out_, part_lse_;
-  std::vector<MPI_Request> pending_;  // transfers in flight while the kernel runs
-  RingRecord record_;
+  MPI_Comm comm;
+  const Agreement& agreed;
+  ConstTensor queries;
+  Tensor out;
+  const AttentionOptions& options;
+  std::vector<float> lse;  // [B, H_q, n, 1]
+  std::vector<float> partial_out, partial_lse;
+  std::vector<MPI_Request> pending;  // transfers in flight while the kernel runs
+  RingRecord record;
 };
 
-ConstTensor rows_of(const ConstTensor& t, std::int64_t r0, std::int64_t r1) {
-  ConstTensor v = t;
-  v.data = t.data + r0 * t.strides[2];
-  v.shape[2] = r1 - r0;
-  return v;
-}
-
-Tensor rows_of(const Tensor& t, std::int64_t r0, std::int64_t r1) {
-  Tensor v = t;
+// Rows [r0, r1) of a [B, H, S, D] view.
+template <class View>
+View rows_of(const View& t, std::int64_t r0, std::int64_t r1) {
+  View v = t;
   v.data = t.data + r0 * t.strides[2];
   v.shape[2] = r1 - r0;
   return v;
@@ -97,17 +92,17 @@ Tensor rows_of(const Tensor& t, std::int64_t r0, std::int64_t r1) {
 void Ring::attend_block(std::int64_t i0, std::int64_t i1, const KvBlock& block, std::int64_t j0,
                         std::int64_t j1, const VariantSpec& variant, bool causal, bool initialise) {
   const double t0 = now();
-  const std::int64_t n = q_.shape[2], rows = i1 - i0, keys = j1 - j0;
+  const std::int64_t n = queries.shape[2], rows = i1 - i0, keys = j1 - j0;
   const ConstTensor k =
-      bhsd<const float>(block.data.data(), a_.batch, a_.heads_kv, block.rows, a_.dim);
-  const ConstTensor v = bhsd<const float>(block.data.data() + elements(k, block.rows), a_.batch,
-                                          a_.heads_kv, block.rows, a_.dim_v);
+      bhsd<const float>(block.data.data(), agreed.batch, agreed.heads_kv, block.rows, agreed.dim);
+  const ConstTensor v = bhsd<const float>(block.data.data() + elements(k, block.rows), agreed.batch,
+                                          agreed.heads_kv, block.rows, agreed.dim_v);
   AttentionOptions o;
   o.variant = variant;
   o.mask.causal = causal;
-  o.scale = options_.scale;
-  o.threads = options_.threads;
-  if (!options_.mask.key_lengths.empty()) {
+  o.scale = options.scale;
+  o.threads = options.threads;
+  if (!options.mask.key_lengths.empty()) {
     Pieces attended;
     for (std::int64_t skipped = 0; const auto& p : block.pieces) {  // rows [j0, j1) only
       const std::int64_t lo = std::max<std::int64_t>(j0 - skipped, 0);
@@ -115,28 +110,30 @@ void Ring::attend_block(std::int64_t i0, std::int64_t i1, const KvBlock& block, 
       if (lo < hi) attended.push_back({p.start + lo, hi - lo});
       skipped += p.length;
     }
-    for (std::int64_t length : options_.mask.key_lengths)
+    for (std::int64_t length : options.mask.key_lengths)
       o.mask.key_lengths.push_back(valid_prefix(attended, keys, length));
   }
-  const Tensor lse_all{lse_.data(), {a_.batch, a_.heads_q, n, 1}, {a_.heads_q * n, n, 1, 1}};
+  const Tensor lse_all{
+      lse.data(), {agreed.batch, agreed.heads_q, n, 1}, {agreed.heads_q * n, n, 1, 1}};
   const Tensor lse_rows = rows_of(lse_all, i0, i1);
-  const Tensor out_rows = rows_of(out_, i0, i1);
+  const Tensor out_rows = rows_of(out, i0, i1);
   RunRecord run;
   if (initialise) {
     o.lse = lse_rows;
-    run = attend(rows_of(q_, i0, i1), rows_of(k, j0, j1), rows_of(v, j0, j1), out_rows, o);
+    run = attend(rows_of(queries, i0, i1), rows_of(k, j0, j1), rows_of(v, j0, j1), out_rows, o);
   } else {
-    part_out_.resize(static_cast<std::size_t>(a_.batch * a_.heads_q * rows * a_.dim_v));
-    part_lse_.resize(static_cast<std::size_t>(a_.batch * a_.heads_q * rows));
-    const Tensor po = bhsd(part_out_.data(), a_.batch, a_.heads_q, rows, a_.dim_v);
-    const Tensor pl = bhsd(part_lse_.data(), a_.batch, a_.heads_q, rows, 1);
+    partial_out.resize(
+        static_cast<std::size_t>(agreed.batch * agreed.heads_q * rows * agreed.dim_v));
+    partial_lse.resize(static_cast<std::size_t>(agreed.batch * agreed.heads_q * rows));
+    const Tensor po = bhsd(partial_out.data(), agreed.batch, agreed.heads_q, rows, agreed.dim_v);
+    const Tensor pl = bhsd(partial_lse.data(), agreed.batch, agreed.heads_q, rows, 1);
     o.lse = pl;
-    run = attend(rows_of(q_, i0, i1), rows_of(k, j0, j1), rows_of(v, j0, j1), po, o);
+    run = attend(rows_of(queries, i0, i1), rows_of(k, j0, j1), rows_of(v, j0, j1), po, o);
     merge_partials(out_rows, lse_rows, po, pl, out_rows, lse_rows);
   }
-  record_.flops += run.flops;
-  record_.threads = run.threads;
-  record_.compute_seconds += now() - t0;
+  record.flops += run.flops;
+  record.threads = run.threads;
+  record.compute_seconds += now() - t0;
 }
 
 // Query rows [i0, i1) in the chunks between which Ring::progress() runs: four per block, at
@@ -168,13 +165,13 @@ void wait_one(MPI_Request& request, RingRecord& record) {
 // works on the current one. Zig-zag causal attends each query piece to the key pieces that lie
 // entirely before it (the local shard: causally, as one block).
 void run_dense_ring(Ring& ring, const ConstTensor& k, const ConstTensor& v) {
-  const Agreement& a = ring.a_;
+  const Agreement& a = ring.agreed;
   const int p = a.layout.ranks, rank = a.rank;
   const bool zigzag = a.layout.sharding == Sharding::kZigZag;
   KvBlock cur = ring.pack(k, v, 0, k.shape[2], a.layout.pieces[static_cast<std::size_t>(rank)]);
   KvBlock next;
-  std::vector<MPI_Request>& requests = ring.pending_;
-  const std::int64_t n = ring.q_.shape[2];
+  std::vector<MPI_Request>& requests = ring.pending;
+  const std::int64_t n = ring.queries.shape[2];
   for (int step = 0; step < p; ++step) {
     const int src = (rank - step + p) % p;
     if (step + 1 < p) {
@@ -184,12 +181,12 @@ void run_dense_ring(Ring& ring, const ConstTensor& k, const ConstTensor& v) {
       next.data.resize(static_cast<std::size_t>(ring.block_floats(next.rows)));
       requests.resize(2);
       MPI_Irecv(next.data.data(), message_count(ring.block_floats(next.rows)), MPI_FLOAT,
-                (rank - 1 + p) % p, kRingTag, ring.comm_, &requests[0]);
+                (rank - 1 + p) % p, kRingTag, ring.comm, &requests[0]);
       MPI_Isend(cur.data.data(), message_count(ring.block_floats(cur.rows)), MPI_FLOAT,
-                (rank + 1) % p, kRingTag, ring.comm_, &requests[1]);
-      ring.record_.bytes_sent += static_cast<double>(ring.block_floats(cur.rows)) * sizeof(float);
+                (rank + 1) % p, kRingTag, ring.comm, &requests[1]);
+      ring.record.bytes_sent += static_cast<double>(ring.block_floats(cur.rows)) * sizeof(float);
     }
-    ++ring.record_.steps;
+    ++ring.record.steps;
     if (src == rank) {  // every row's first block; zig-zag: causal over the local shard
       for (const auto& [c0, c1] : row_chunks(0, n)) {
         ring.attend_block(c0, c1, cur, 0, zigzag ? c1 : cur.rows, DenseSpec{}, zigzag, true);
@@ -214,7 +211,7 @@ void run_dense_ring(Ring& ring, const ConstTensor& k, const ConstTensor& v) {
         row += piece.length;
       }
     }
-    wait_all(requests, ring.record_);
+    wait_all(requests, ring.record);
     std::swap(cur, next);
   }
 }
@@ -223,7 +220,7 @@ void run_dense_ring(Ring& ring, const ConstTensor& k, const ConstTensor& v) {
 // needs, all requests posted up front; the local block runs while they travel.
 void run_band_exchange(Ring& ring, const ConstTensor& k, const ConstTensor& v,
                        const SlidingWindowSpec& w, bool causal) {
-  const Agreement& a = ring.a_;
+  const Agreement& a = ring.agreed;
   const int p = a.layout.ranks, rank = a.rank;
   const std::int64_t right = causal ? std::min<std::int64_t>(w.right, 0) : w.right;
   const auto piece = [&](int r) { return a.layout.pieces[static_cast<std::size_t>(r)][0]; };
@@ -239,21 +236,21 @@ void run_band_exchange(Ring& ring, const ConstTensor& k, const ConstTensor& v,
       in.data.resize(static_cast<std::size_t>(ring.block_floats(in.rows)));
       receives.emplace_back();
       MPI_Irecv(in.data.data(), message_count(ring.block_floats(in.rows)), MPI_FLOAT, s, kRingTag,
-                ring.comm_, &receives.back());
+                ring.comm, &receives.back());
       sources.push_back(s);
     }
     if (const auto b = band_block(piece(s), piece(rank), w.left, right)) {  // s needs mine
       outbox.push_back(ring.pack(k, v, b->j0, b->j1, {}));
       sends.emplace_back();
       MPI_Isend(outbox.back().data.data(), message_count(ring.block_floats(b->j1 - b->j0)),
-                MPI_FLOAT, s, kRingTag, ring.comm_, &sends.back());
-      ring.record_.bytes_sent += static_cast<double>(outbox.back().data.size()) * sizeof(float);
+                MPI_FLOAT, s, kRingTag, ring.comm, &sends.back());
+      ring.record.bytes_sent += static_cast<double>(outbox.back().data.size()) * sizeof(float);
     }
   }
   // One array for the requests, so that what progress() completes is what the waits see:
   // receives first (index i for sources[i]), then the sends.
-  ring.pending_ = receives;
-  ring.pending_.insert(ring.pending_.end(), sends.begin(), sends.end());
+  ring.pending = receives;
+  ring.pending.insert(ring.pending.end(), sends.begin(), sends.end());
   // Query rows of this shard against one key block whose first row is key row `base` of shard
   // s, chunk by chunk (each chunk's band recomputed on its own rows).
   const auto attend_band = [&](const KvBlock& block, int s, std::int64_t base, bool initialise) {
@@ -268,13 +265,13 @@ void run_band_exchange(Ring& ring, const ConstTensor& k, const ConstTensor& v,
     }
   };
   attend_band(ring.pack(k, v, 0, k.shape[2], {piece(rank)}), rank, 0, true);
-  ring.record_.steps = 1 + static_cast<int>(sources.size());
+  ring.record.steps = 1 + static_cast<int>(sources.size());
   for (std::size_t i = 0; i < sources.size(); ++i) {
-    wait_one(ring.pending_[i], ring.record_);
+    wait_one(ring.pending[i], ring.record);
     const KvBlock& in = inbox[static_cast<std::size_t>(sources[i])];
     attend_band(in, sources[i], in.pieces[0].start - piece(sources[i]).start, false);
   }
-  wait_all(ring.pending_, ring.record_);
+  wait_all(ring.pending, ring.record);
 }
 
 // Runs the agreed schedule on this rank's views.
@@ -287,8 +284,8 @@ RingRecord run_agreed(MPI_Comm comm, const Agreement& a, const ConstTensor& q, c
   } else {
     run_dense_ring(ring, k, v);
   }
-  ring.record_.seconds = now() - t0;
-  return ring.record_;
+  ring.record.seconds = now() - t0;
+  return ring.record;
 }
 
 }  // namespace

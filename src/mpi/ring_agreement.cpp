@@ -20,20 +20,33 @@ struct Summary {
   std::int64_t key_lengths, key_lengths_hash;
 };
 
-const char* const kFields[] = {"q_shard.shape[0] (B)",
-                               "q_shard.shape[1] (H_q)",
-                               "k_shard.shape[1] (H_kv)",
-                               "q_shard.shape[2] (n)",
-                               "q_shard.shape[3] (D)",
-                               "v_shard.shape[3] (D_v)",
-                               "options.variant",
-                               "options.mask.causal",
-                               "sliding_window.left",
-                               "sliding_window.right",
-                               "options.scale (given)",
-                               "options.scale",
-                               "options.mask.key_lengths.size()",
-                               "options.mask.key_lengths"};
+// The fields every rank must agree on, with the argument each comes from (n, the shard
+// length, may differ: it is checked against the layout instead).
+struct Field {
+  std::int64_t Summary::*member;
+  const char* argument;
+};
+constexpr Field kAgreed[] = {{&Summary::batch, "q_shard.shape[0] (B)"},
+                             {&Summary::heads_q, "q_shard.shape[1] (H_q)"},
+                             {&Summary::heads_kv, "k_shard.shape[1] (H_kv)"},
+                             {&Summary::dim, "q_shard.shape[3] (D)"},
+                             {&Summary::dim_v, "v_shard.shape[3] (D_v)"},
+                             {&Summary::variant, "options.variant"},
+                             {&Summary::causal, "options.mask.causal"},
+                             {&Summary::left, "sliding_window.left"},
+                             {&Summary::right, "sliding_window.right"},
+                             {&Summary::scale_given, "options.scale (given)"},
+                             {&Summary::scale_bits, "options.scale"},
+                             {&Summary::key_lengths, "options.mask.key_lengths.size()"},
+                             {&Summary::key_lengths_hash, "options.mask.key_lengths"}};
+
+// "[B, H_q, H_kv, n, D, D_v] = [...]" for messages.
+std::string extents_text(const AttentionShape& s) {
+  return "[B, H_q, H_kv, n, D, D_v] = [" + std::to_string(s.batch) + ", " +
+         std::to_string(s.heads_q) + ", " + std::to_string(s.heads_kv) + ", " +
+         std::to_string(s.seq_q) + ", " + std::to_string(s.dim) + ", " + std::to_string(s.dim_v) +
+         "]";
+}
 
 [[noreturn]] void fail(ErrorKind kind, const std::string& argument, const std::string& expected,
                        const std::string& actual, const std::string& hint = {}) {
@@ -94,17 +107,14 @@ Summary summarise(const AttentionShape& shard, const AttentionOptions& o) {
 
 // The same verdict on every rank, from the same gathered summaries.
 ShardLayout check_agreement(const std::vector<Summary>& all, const AttentionOptions& options) {
-  const auto fields = [](const Summary& s) { return reinterpret_cast<const std::int64_t*>(&s); };
-  constexpr std::size_t kCount = sizeof(Summary) / sizeof(std::int64_t);
   std::int64_t seq = 0;
   for (std::size_t r = 0; r < all.size(); ++r) {
     seq += all[r].seq;
-    for (std::size_t f = 0; f < kCount; ++f) {
-      if (f == 3) continue;  // shard lengths differ; checked against the layout below
-      if (fields(all[r])[f] != fields(all[0])[f])
-        fail(ErrorKind::kInvalidArgument, "rank " + std::to_string(r) + ": " + kFields[f],
-             std::to_string(fields(all[0])[f]) + " (as on rank 0)",
-             std::to_string(fields(all[r])[f]), "every rank passes the same shapes and options");
+    for (const Field& f : kAgreed) {
+      if (all[r].*f.member != all[0].*f.member)
+        fail(ErrorKind::kInvalidArgument, "rank " + std::to_string(r) + ": " + f.argument,
+             std::to_string(all[0].*f.member) + " (as on rank 0)", std::to_string(all[r].*f.member),
+             "every rank passes the same shapes and options");
     }
   }
   const Sharding sharding = default_sharding(options);
@@ -160,16 +170,11 @@ AttentionShape agree_on_views(MPI_Comm comm, const ConstTensor& q, const ConstTe
   AttentionShape shape;
   agree(comm, [&] {
     shape = detail::shape_of(q, k, v, out);
-    if (planned != nullptr && (shape.batch != planned->batch || shape.heads_q != planned->heads_q ||
-                               shape.heads_kv != planned->heads_kv ||
-                               shape.seq_q != planned->seq_q || shape.seq_k != planned->seq_k ||
-                               shape.dim != planned->dim || shape.dim_v != planned->dim_v))
-      fail(ErrorKind::kInvalidArgument, "q/k/v/out_shard shapes", "the planned shard's",
-           "other extents", "make a ring plan for this shape");
-    if (q.shape[2] != k.shape[2])
-      fail(ErrorKind::kInvalidArgument, "k_shard.shape[2]",
-           std::to_string(q.shape[2]) + " (q_shard's: one shard of one sequence)",
-           std::to_string(k.shape[2]));
+    // (ring_attention checks S_q = S_k in agree_on_ring; a plan's shape already has it.)
+    if (planned != nullptr && shape != *planned)
+      fail(ErrorKind::kInvalidArgument, "q/k/v/out_shard extents",
+           extents_text(*planned) + " (as planned)", extents_text(shape),
+           "make a ring plan for this shape");
     detail::validate_problem(q, k, v, out, local_options(options));  // pointers, overlap
   });
   return shape;
