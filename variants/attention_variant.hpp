@@ -12,6 +12,8 @@
 
 namespace seqattn::detail {
 
+struct PositionalTables;  // runtime/positional.hpp
+
 // A fully validated problem. Shapes are consistent, out overlaps no input, key lengths are
 // within [0, S_k], mask/bias broadcast correctly. Variants may rely on all of it.
 struct Problem {
@@ -23,6 +25,8 @@ struct Problem {
   std::optional<Tensor> weights;
   std::optional<Tensor> lse;
   int threads = 1;
+  // RoPE tables and ALiBi slopes (validated, built once per plan); null without either.
+  std::shared_ptr<const PositionalTables> positional;
 
   std::int64_t batch() const { return q.shape[0]; }
   std::int64_t heads_q() const { return q.shape[1]; }

@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "seqattn/positional.hpp"
 #include "seqattn/tensor.hpp"
 
 namespace seqattn {
@@ -23,6 +25,12 @@ struct KvCacheShape {
   // Element type of the stored keys and values: f32, or bf16/f16 (half the bytes a decode
   // step reads; appended tokens are rounded to nearest even, the kernel widens exactly).
   DType dtype = DType::kF32;
+  // RoPE on the keys: each appended key is rotated once, at position offset + its index
+  // (length(b) + t for token t of an append; in ring mode positions keep counting). Explicit
+  // positions are refused. A plan run over the cache must carry the same rope options (its
+  // queries are rotated at offset + L - S_q + i); one without rope is refused, and so is a
+  // plan with rope over a cache without.
+  std::optional<RotaryEmbedding> rope{};
 };
 
 enum class KvCacheMode {

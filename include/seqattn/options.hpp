@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "seqattn/policy.hpp"
+#include "seqattn/positional.hpp"
 #include "seqattn/tensor.hpp"
 
 namespace seqattn {
@@ -99,7 +100,12 @@ struct AttentionOptions {
   std::optional<float> scale;     // finite, > 0; default 1/√D (linear elu1/relu: see LinearSpec)
   std::optional<Tensor> weights;  // optional output [B, H_q, S_q, S_k] (dense, sliding window)
   std::optional<Tensor> lse;      // optional output [B, H_q, S_q, 1]: per-row log-sum-exp
-  int threads = 0;                // 0 = all available cores
+  // Positional encodings inside the kernels (seqattn/positional.hpp): dense and sliding
+  // window, over (q, k, v) or a KvCache. Linear attention and Linformer refuse them with
+  // Error(kNotImplemented).
+  std::optional<RotaryEmbedding> rope;
+  std::optional<Alibi> alibi;
+  int threads = 0;  // 0 = all available cores
 };
 
 }  // namespace seqattn

@@ -11,6 +11,7 @@
 
 #include "api/kv_cache_access.hpp"
 #include "runtime/element_types.hpp"
+#include "runtime/positional.hpp"
 #include "runtime/validate.hpp"
 
 namespace seqattn {
@@ -23,6 +24,7 @@ struct KvCache::Impl {
   std::size_t elem_bytes = 4;             // of shape.dtype
   hwy::AlignedFreeUniquePtr<std::uint8_t[]> k, v;
   std::vector<std::int64_t> lengths;
+  std::optional<detail::RopeTables> rope;  // frequencies only (shape.rope, validated)
 
   template <class T>
   T* k_pair(std::int64_t b, std::int64_t hk) const {
@@ -48,6 +50,20 @@ struct KvCache::Impl {
   template <class Src, class Dst>
   void pack_typed(const TensorView<const Src>& k, const TensorView<const Src>& v,
                   std::int64_t first_batch, std::int64_t batches);
+  // Key src (stride `step`) rotated at index `index` into a transposed block column dst;
+  // row: 3·D floats of scratch.
+  template <class Src, class Dst>
+  void rotate_key(const Src* src, std::int64_t step, std::int64_t index, float* row,
+                  Dst* dst) const {
+    const std::int64_t dim = shape.dim, half = rope->half;
+    float* wide = row + dim;
+    float* cos = row + 2 * dim;
+    for (std::int64_t d = 0; d < dim; ++d) wide[d] = detail::convert_element<float>(src[d * step]);
+    detail::rope_angles(*rope, rope->options.offset + index, cos, cos + half);
+    detail::rotate_row(wide, 1, dim, 1.0f, *rope, cos, cos + half, row);
+    for (std::int64_t d = 0; d < dim; ++d)
+      dst[d * detail::kKvBlock] = detail::convert_element<Dst>(row[d]);
+  }
 };
 
 namespace {
@@ -123,6 +139,7 @@ void KvCache::Impl::pack_typed(const TensorView<const Src>& k, const TensorView<
   const double floats = static_cast<double>(pairs * (n - skip) * (shape.dim + shape.dim_v));
 #pragma omp parallel for schedule(static) if (floats > (1 << 18) && pairs > 1)
   for (std::int64_t pair = 0; pair < pairs; ++pair) {
+    std::vector<float> row(rope ? static_cast<std::size_t>(3 * shape.dim) : 0);
     const std::int64_t lb = pair / heads, hk = pair % heads, b = first_batch + lb;
     Dst* k_dst = k_pair<Dst>(b, hk);
     Dst* v_dst = v_pair<Dst>(b, hk);
@@ -133,8 +150,12 @@ void KvCache::Impl::pack_typed(const TensorView<const Src>& k, const TensorView<
       Dst* vb = v_dst + slot * dv_pad;
       const Src* ks = k.ptr(lb, hk, t);
       const Src* vs = v.ptr(lb, hk, t);
-      for (std::int64_t d = 0; d < shape.dim; ++d)
-        kb[d * kKvBlock] = detail::convert_element<Dst>(ks[d * k.strides[3]]);
+      if (rope) {  // rotated once here, in fp32, then stored in the cache's dtype
+        rotate_key(ks, k.strides[3], start + t, row.data(), kb);
+      } else {
+        for (std::int64_t d = 0; d < shape.dim; ++d)
+          kb[d * kKvBlock] = detail::convert_element<Dst>(ks[d * k.strides[3]]);
+      }
       for (std::int64_t d = 0; d < shape.dim_v; ++d)
         vb[d] = detail::convert_element<Dst>(vs[d * v.strides[3]]);
     }
@@ -186,6 +207,10 @@ KvCache::KvCache(const KvCacheShape& shape, KvCacheMode mode) : impl_(std::make_
     throw Error(ErrorKind::kInvalidArgument, "shape", "a cache that fits in memory",
                 str(static_cast<std::int64_t>(bytes_of(k_total + v_total))) + " bytes",
                 "lower the capacity or the batch, or store bf16/f16");
+  }
+  if (shape.rope) {
+    m.rope.emplace();
+    detail::init_cache_rope(*m.rope, *shape.rope, shape.dim);
   }
   // Zero padding keeps padded lanes finite (0 · NaN would poison the P·V sums).
   m.lengths.assign(static_cast<size_t>(shape.batch), 0);

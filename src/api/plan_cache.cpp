@@ -3,6 +3,7 @@
 #include <string>
 
 #include "api/plan_state.hpp"
+#include "runtime/positional.hpp"
 #include "runtime/validate.hpp"
 
 namespace seqattn::detail {
@@ -19,6 +20,25 @@ void expect_cache_extent(const char* name, std::int64_t actual, std::int64_t pla
   if (actual != planned) {
     fail(std::string("cache.shape().") + name, str(planned) + " (as planned)", str(actual),
          "make the plan with cache_shape(cache.shape(), H_q, S_q)");
+  }
+}
+
+// The cache's keys were rotated when appended: the plan must rotate its queries the same way.
+void check_cache_rope(const PlanState& st, const KvCacheShape& c) {
+  check_positional_over_cache(st.planned.positional.get());
+  const std::optional<RotaryEmbedding>& planned = st.options.rope;
+  if (planned.has_value() != c.rope.has_value()) {
+    fail("options.rope", c.rope ? "the cache's rope (its keys are rotated)" : "unset",
+         planned ? "a RotaryEmbedding over a cache without rope" : "unset",
+         "give the plan and the KvCacheShape the same RotaryEmbedding");
+  }
+  if (planned && !same_rotation(*planned, *c.rope, c.dim)) {
+    fail("options.rope",
+         "the cache's rope: theta " + std::to_string(c.rope->theta) + ", dims " +
+             str(c.rope->dims) + ", offset " + str(c.rope->offset),
+         "theta " + std::to_string(planned->theta) + ", dims " + str(planned->dims) + ", offset " +
+             str(planned->offset) + " (or another layout or scaling)",
+         "give the plan and the KvCacheShape the same RotaryEmbedding");
   }
 }
 
@@ -39,6 +59,7 @@ void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs
   if (outputs.weights) unsupported("weights", "the cache path never forms attention weights");
   const KvCacheShape& c = cache.shape();
   const AttentionShape& s = st.shape;
+  check_cache_rope(st, c);
   expect_cache_extent("batch", c.batch, s.batch);
   expect_cache_extent("heads_kv", c.heads_kv, s.heads_kv);
   expect_cache_extent("capacity", c.capacity, s.seq_k);
@@ -82,6 +103,7 @@ CacheProblem cache_problem(const PlanState& st, const Problem& bound, const Pack
   p.group = bound.group();
   p.split = st.split;
   p.threads = bound.threads;
+  p.positional = st.planned.positional.get();
   return p;
 }
 

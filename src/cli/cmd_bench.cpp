@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/measure.hpp"
+#include "cli/positional_flags.hpp"
 #include "cli/ring_bench.hpp"
 #include "cli/variant_flags.hpp"
 #include "seqattn/error.hpp"
@@ -32,6 +33,7 @@ struct BenchFlags {
   bool baseline = false;
   std::string seqs = "128,256,512,1024,2048,4096,8192";
   VariantFlags variant;
+  PositionalFlags positional;
 };
 
 void check_positive(std::int64_t value, const char* argument) {
@@ -95,6 +97,7 @@ void bench(BenchFlags f) {
                              std::string(to_string(f.shape.kv_dtype)) + " (q,out/k,v)";
   AttentionOptions options;
   options.variant = make_spec(f.variant);
+  apply_positional(f.positional, options);
   options.mask.causal = f.causal;
   options.threads = f.threads;
 
@@ -197,6 +200,7 @@ void add_bench_command(CLI::App& app) {
                 "with --ring: rank 0 also times one process over the whole sequence, "
                 "interleaved, and prints the speed-up");
   add_variant_flags(*cmd, flags->variant);
+  add_positional_flags(*cmd, flags->positional);
   cmd->callback([flags] { bench(*flags); });
 }
 

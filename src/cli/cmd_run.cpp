@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/npy.hpp"
+#include "cli/positional_flags.hpp"
 #include "cli/variant_flags.hpp"
 #include "runtime/checked_size.hpp"
 #include "runtime/element_types.hpp"
@@ -27,6 +28,7 @@ struct RunFlags {
   std::string dtype;  // of out; empty: q's. "bf16" also reads '<u2' inputs as bfloat16 bits
   bool json = false;
   VariantFlags variant;
+  PositionalFlags positional;
 };
 
 // A [B, H, S, D] view of any dtype over `data`: rank 4 in the chosen layout, or rank 2 [S, D].
@@ -103,6 +105,7 @@ void run(const RunFlags& f) {
   npy::check_output_paths({{"--out", f.out}, {"--weights", f.weights}, {"--lse", f.lse}});
   AttentionOptions options;
   options.variant = make_spec(f.variant);
+  apply_positional(f.positional, options);
   options.mask.causal = f.causal;
   if (!f.key_lengths.empty())
     options.mask.key_lengths = parse_int_list(f.key_lengths, "--key-lengths");
@@ -176,6 +179,7 @@ void add_run_command(CLI::App& app) {
                   "as raw bfloat16 bits and writes --out as '<u2'");
   cmd->add_flag("--json", flags->json, "print the run record as JSON on stdout");
   add_variant_flags(*cmd, flags->variant);
+  add_positional_flags(*cmd, flags->positional);
   cmd->callback([flags] { run(*flags); });
 }
 

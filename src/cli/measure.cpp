@@ -114,7 +114,7 @@ AnyTensor Workload::out_view() {
 
 Timing time_decode(const Shape& s, std::int64_t seq_q, const AttentionOptions& options, int warmup,
                    int repeat) {
-  KvCache cache({s.batch, s.kv_heads, s.seq, s.dim, s.dim_v, s.kv_dtype});
+  KvCache cache({s.batch, s.kv_heads, s.seq, s.dim, s.dim_v, s.kv_dtype, options.rope});
   {
     // f32 tokens, rounded to the cache's dtype as they are appended.
     const Workload keys(Shape{s.batch, s.kv_heads, s.kv_heads, s.seq, s.dim, s.dim_v});

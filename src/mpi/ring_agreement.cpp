@@ -69,6 +69,11 @@ void check_locally(const AttentionShape& shard, const AttentionOptions& options)
          "use causal, key_lengths or a window");
   if (options.lse || options.weights)
     fail(ErrorKind::kUnsupported, "options.lse/weights", "unset", "set");
+  if (options.rope || options.alibi)
+    fail(ErrorKind::kNotImplemented, options.rope ? "options.rope" : "options.alibi",
+         "unset (positional encodings over ring_attention are not built yet: a shard's rows "
+         "would need their global positions)",
+         "set");
   if (shard.seq_q != shard.seq_k)
     fail(ErrorKind::kInvalidArgument, "k_shard.shape[2]",
          std::to_string(shard.seq_q) + " (q_shard's: one shard of one sequence)",

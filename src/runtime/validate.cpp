@@ -1,5 +1,6 @@
 #include "runtime/validate.hpp"
 
+#include "runtime/positional.hpp"
 #include "runtime/threads.hpp"
 
 #include <omp.h>
@@ -210,6 +211,7 @@ Problem plan_problem(const AttentionShape& shape, const AttentionOptions& option
     p.scale = 1.0f / std::sqrt(static_cast<float>(p.dim()));
   }
   p.threads = resolve_threads(options.threads, "threads");
+  p.positional = make_positional(options, p);
   return p;
 }
 

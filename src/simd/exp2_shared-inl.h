@@ -13,15 +13,16 @@
 // No include guard and no namespace: a backend shell includes this once inside its
 // per-target namespace and target region (after <hwy/base.h> for HWY_INLINE).
 
-// 2^x for x <= 0 (see the accuracy note above).
-template <class Ops>
+// 2^x for x <= 0 (see the accuracy note above); 0 for x below kZeroBelow (>= -126).
+template <class Ops, int kZeroBelow = -126>
 HWY_INLINE typename Ops::V Exp2NonPositive(typename Ops::V x) {
+  static_assert(kZeroBelow >= -126 && kZeroBelow < 0);
   using V = typename Ops::V;
-  // Raising x below the limit (including -inf) to the limit gives biased exponent 0, i.e.
-  // exactly 0. A compare-and-select rather than Max: Max's NaN behaviour differs between
-  // targets, and a NaN score must propagate.
-  const V limit = Ops::Set(-127.0f);
-  x = Ops::Select(Ops::Lt(x, limit), limit, x);
+  // x below the floor (including -inf) becomes -127, whose biased exponent 0 gives exactly
+  // 0. The floor is at least -126, not -127: x in [-126.5, -126) would round to n = -126
+  // with 2^f < 1, a denormal. A compare-and-select rather than Max: Max's NaN behaviour
+  // differs between targets, and a NaN score must propagate.
+  x = Ops::Select(Ops::Lt(x, Ops::Set(static_cast<float>(kZeroBelow))), Ops::Set(-127.0f), x);
   // Adding 1.5·2^23 rounds x to the nearest integer n held in the low mantissa bits of t:
   // cheaper than Round + ConvertTo (which must guard against out-of-range lanes).
   const V shifter = Ops::Set(12582912.0f);

@@ -54,7 +54,7 @@ struct CacheSequence {
     std::int64_t first_row;  // reference row of the first new query
   };
   Reference reference(std::int64_t b, std::int64_t len, std::int64_t seq_q, const VariantSpec& spec,
-                      bool causal) const {
+                      bool causal, const reference::Positional& positional = {}) const {
     Mask mask;
     mask.causal = causal;
     const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
@@ -63,9 +63,10 @@ struct CacheSequence {
     const ConstTensor qb = rows(q, b, first, len - first);
     const ConstTensor kb = rows(k, b, 0, len), vb = rows(v, b, 0, len);
     if (w != nullptr) {
-      return {reference::sliding_window(qb, kb, vb, *w, mask, scale), len - seq_q - first};
+      return {reference::sliding_window(qb, kb, vb, *w, mask, scale, positional),
+              len - seq_q - first};
     }
-    return {reference::dense(qb, kb, vb, mask, scale), len - seq_q - first};
+    return {reference::dense(qb, kb, vb, mask, scale, {}, positional), len - seq_q - first};
   }
 };
 

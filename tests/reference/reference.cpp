@@ -42,22 +42,61 @@ bool visible(const Mask& mask, std::int64_t b, std::int64_t h, std::int64_t i, s
   return true;
 }
 
-double dot(const ConstTensor& a, std::int64_t ab, std::int64_t ah, std::int64_t ai,
-           const ConstTensor& c, std::int64_t cb, std::int64_t ch, std::int64_t cj) {
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
-  for (std::int64_t d = 0; d < a.shape[3]; ++d) {
-    s += static_cast<double>(a.at(ab, ah, ai, d)) * static_cast<double>(c.at(cb, ch, cj, d));
-  }
+  for (size_t d = 0; d < a.size(); ++d) s += a[d] * b[d];
   return s;
+}
+
+// Every row of x, rotated at its position: explicit ones, or first + row, plus the offset.
+std::vector<std::vector<double>> rotated_rows(const ConstTensor& x,
+                                              const std::optional<RotaryEmbedding>& rope,
+                                              const std::vector<std::int64_t>& explicit_positions,
+                                              std::int64_t first) {
+  std::vector<std::vector<double>> rows;
+  for (std::int64_t b = 0; b < x.shape[0]; ++b) {
+    for (std::int64_t h = 0; h < x.shape[1]; ++h) {
+      for (std::int64_t s = 0; s < x.shape[2]; ++s) {
+        const std::int64_t pos =
+            explicit_positions.empty() ? first + s : explicit_positions[static_cast<size_t>(s)];
+        rows.push_back(rotated_row(x, b, h, s, rope, pos + (rope ? rope->offset : 0)));
+      }
+    }
+  }
+  return rows;
 }
 
 }  // namespace
 
+std::vector<double> rotated_row(const ConstTensor& x, std::int64_t b, std::int64_t h,
+                                std::int64_t s, const std::optional<RotaryEmbedding>& rope,
+                                std::int64_t position) {
+  const std::int64_t dim = x.shape[3];
+  std::vector<double> row(static_cast<size_t>(dim));
+  for (std::int64_t d = 0; d < dim; ++d) row[d] = x.at(b, h, s, d);
+  if (!rope) return row;
+  const std::int64_t dims = rope->dims == 0 ? dim : rope->dims, half = dims / 2;
+  for (std::int64_t p = 0; p < half; ++p) {
+    const double angle = static_cast<double>(position) / rope->linear_scaling *
+                         std::pow(rope->theta, -2.0 * static_cast<double>(p) / dims);
+    const bool halves = rope->layout == RopeLayout::kHalves;
+    const std::int64_t i0 = halves ? p : 2 * p, i1 = halves ? p + half : 2 * p + 1;
+    const double a = row[i0], c = row[i1];
+    row[i0] = a * std::cos(angle) - c * std::sin(angle);
+    row[i1] = a * std::sin(angle) + c * std::cos(angle);
+  }
+  return row;
+}
+
 Result dense(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v, const Mask& mask,
-             double scale, const Visibility& extra) {
+             double scale, const Visibility& extra, const Positional& positional) {
   Result r = shaped(q, k, v, true);
   const std::int64_t group = q.shape[1] / k.shape[1];
   std::vector<double> s(static_cast<size_t>(r.seq_k));
+  const std::optional<RotaryEmbedding>& rope = positional.rope;
+  const std::vector<std::int64_t> none;
+  const auto qr = rotated_rows(q, rope, rope ? rope->q_positions : none, r.seq_k - r.seq_q);
+  const auto kr = rotated_rows(k, rope, rope ? rope->k_positions : none, 0);
   for (std::int64_t b = 0; b < r.batch; ++b) {
     for (std::int64_t h = 0; h < r.heads; ++h) {
       for (std::int64_t i = 0; i < r.seq_q; ++i) {
@@ -66,8 +105,15 @@ Result dense(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v, c
           s[j] = kNegInf;
           if (!visible(mask, b, h, i, j, r.seq_q, r.seq_k)) continue;
           if (extra && !extra(b, h, i, j)) continue;
-          s[j] = dot(q, b, h, i, k, b, h / group, j) * scale;
+          s[j] = dot(qr[static_cast<size_t>((b * r.heads + h) * r.seq_q + i)],
+                     kr[static_cast<size_t>((b * k.shape[1] + h / group) * r.seq_k + j)]) *
+                 scale;
           if (mask.bias) s[j] += broadcast_at(*mask.bias, b, h, i, j);
+          if (!positional.alibi_slopes.empty()) {
+            const double slope = positional.alibi_slopes[static_cast<size_t>(h)];
+            const auto dist = static_cast<double>(i + r.seq_k - r.seq_q - j);
+            s[j] -= slope * (positional.alibi_symmetric ? std::abs(dist) : dist);
+          }
           mx = std::max(mx, s[j]);
         }
         if (mx == kNegInf) continue;  // no visible key: zeros, lse = -inf
@@ -90,7 +136,8 @@ Result dense(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v, c
 }
 
 Result sliding_window(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
-                      const SlidingWindowSpec& spec, const Mask& mask, double scale) {
+                      const SlidingWindowSpec& spec, const Mask& mask, double scale,
+                      const Positional& positional) {
   const std::int64_t offset = k.shape[2] - q.shape[2];
   auto is_global = [&](std::int64_t pos) {
     return std::find(spec.global_tokens.begin(), spec.global_tokens.end(), pos) !=
@@ -101,7 +148,7 @@ Result sliding_window(const ConstTensor& q, const ConstTensor& k, const ConstTen
     if (is_global(i) || is_global(j)) return true;
     return j >= pos - spec.left && j <= pos + spec.right;
   };
-  return dense(q, k, v, mask, scale, band);
+  return dense(q, k, v, mask, scale, band, positional);
 }
 
 namespace {

@@ -33,14 +33,29 @@ struct Result {
 // Extra visibility rule (b, h, i, j) -> visible, combined with the mask.
 using Visibility = std::function<bool(std::int64_t, std::int64_t, std::int64_t, std::int64_t)>;
 
+// Positional encodings applied explicitly, in double, from their definitions: q and k rotated
+// pair by pair (RoPE; positions as in seqattn/positional.hpp), and -slope_h·(i' - j) or
+// -slope_h·|i' - j| added to the scores (ALiBi; i' = i + S_k - S_q, slopes given per head).
+struct Positional {
+  std::optional<RotaryEmbedding> rope;
+  std::vector<double> alibi_slopes;  // empty = no ALiBi
+  bool alibi_symmetric = false;
+};
+
 // softmax(q·kᵀ·scale + bias, restricted to visible keys)·v with every Mask part honoured.
 // A row with no visible key gives zeros, zero weights and lse = -inf.
 Result dense(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v, const Mask& mask,
-             double scale, const Visibility& extra = {});
+             double scale, const Visibility& extra = {}, const Positional& positional = {});
 
 // Dense restricted to the band [i' - left, i' + right] (i' = i + S_k - S_q) plus global tokens.
 Result sliding_window(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
-                      const SlidingWindowSpec& spec, const Mask& mask, double scale);
+                      const SlidingWindowSpec& spec, const Mask& mask, double scale,
+                      const Positional& positional = {});
+
+// Row (b, h, s) of x in double, rotated by RoPE at `position` (unrotated without rope).
+std::vector<double> rotated_row(const ConstTensor& x, std::int64_t b, std::int64_t h,
+                                std::int64_t s, const std::optional<RotaryEmbedding>& rope,
+                                std::int64_t position);
 
 // Kernelised linear attention (see LinearSpec). favor_w is the [m, D] FAVOR+ matrix (row-major,
 // contiguous) and is ignored for the other feature maps. Honours key_lengths and causal.

@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/positional.hpp"
 #include "variants/element_mask.hpp"
 
 namespace seqattn::detail {
@@ -20,6 +21,8 @@ void weights_row(const Problem& p, const ElementMask& mask, const KeyPattern& pa
   const std::int64_t hk = h / p.group();
   const std::int64_t len = p.key_length(b);
   const float* q = p.q.ptr(b, h, i);
+  const PositionalTables* alibi =
+      p.positional && p.positional->has_alibi() ? p.positional.get() : nullptr;
   float max_score = kNegInf;
   for (std::int64_t j = 0; j < p.seq_k(); ++j) {
     float s = kNegInf;
@@ -30,6 +33,9 @@ void weights_row(const Problem& p, const ElementMask& mask, const KeyPattern& pa
         dot += q[d * p.q.strides[3]] * k[d * p.k.strides[3]];
       s = dot * p.scale;
       if (mask.has_bias()) s += mask.bias(b, h, i, j);
+      if (alibi != nullptr) {
+        s += static_cast<float>(alibi_bias(*alibi, h, j - (i + p.seq_k() - p.seq_q())));
+      }
     }
     scores[static_cast<size_t>(j)] = s;
     max_score = std::max(max_score, s);
@@ -49,7 +55,10 @@ void weights_row(const Problem& p, const ElementMask& mask, const KeyPattern& pa
 
 }  // namespace
 
-void dense_weights_forward(const Problem& p, const KeyPattern& pattern) {
+void dense_weights_forward(const Problem& given, const KeyPattern& pattern) {
+  // Every row reads every key: rotate q and k once instead of per pair.
+  std::vector<float> q_store, k_store;
+  const Problem p = with_rotated_inputs(given, q_store, k_store);
   const ElementMask mask(p);
   const std::int64_t rows = p.batch() * p.heads_q() * p.seq_q();
 #pragma omp parallel num_threads(p.threads)

@@ -11,54 +11,8 @@
 
 #include "variants/dense/flash_tiles_shared-inl.h"  // IWYU pragma: keep
 
-// Sizes derived from the problem and the target's blocking.
-struct FlashGeometry {
-  std::int64_t rows, key_tile, key_tiles, query_tile, query_tiles, dim, dim_v, dv_pad;
-
-  FlashGeometry(const Problem& p, const FlashBlocking& blocking, std::int64_t lanes)
-      : rows(static_cast<std::int64_t>(blocking.rows)),
-        key_tile(static_cast<std::int64_t>(blocking.key_vecs) * lanes),
-        key_tiles((p.seq_k() + key_tile - 1) / key_tile),
-        query_tile(static_cast<std::int64_t>(blocking.query_tile)),
-        query_tiles((p.seq_q() + query_tile - 1) / query_tile),
-        dim(p.dim()),
-        dim_v(p.dim_v()),
-        dv_pad((p.dim_v() + lanes - 1) / lanes * lanes) {}
-
-  std::int64_t packed_k_floats() const { return key_tiles * key_tile * dim; }
-  std::int64_t packed_v_floats() const { return key_tiles * key_tile * dv_pad; }
-};
-
-// Key tile kt of one (batch, kv-head): K transposed [dim][key_tile] so the Q·Kᵀ micro-kernel
-// broadcasts one query element against whole vectors of keys; V row-major [key_tile][dv_pad].
-// Keys past S_k and columns past D_v are zero so padded lanes never produce NaN.
-inline void PackKeyValueTile(const Problem& p, const FlashGeometry& g, std::int64_t b,
-                             std::int64_t hk, std::int64_t kt, float* HWY_RESTRICT k_dst,
-                             float* HWY_RESTRICT v_dst) {
-  const std::int64_t k_step = p.k.strides[3], v_step = p.v.strides[3];
-  for (std::int64_t t = 0; t < g.key_tile; ++t) {
-    const std::int64_t j = kt * g.key_tile + t;
-    float* v_row = v_dst + t * g.dv_pad;
-    if (j >= p.seq_k()) {
-      for (std::int64_t d = 0; d < g.dim; ++d) k_dst[d * g.key_tile + t] = 0.0f;
-      std::fill(v_row, v_row + g.dv_pad, 0.0f);
-      continue;
-    }
-    const float* k_row = p.k.ptr(b, hk, j);
-    const float* v_src = p.v.ptr(b, hk, j);
-    if (k_step == 1) {  // the usual layouts: let the compiler see contiguous reads
-      for (std::int64_t d = 0; d < g.dim; ++d) k_dst[d * g.key_tile + t] = k_row[d];
-    } else {
-      for (std::int64_t d = 0; d < g.dim; ++d) k_dst[d * g.key_tile + t] = k_row[d * k_step];
-    }
-    if (v_step == 1) {
-      std::copy(v_src, v_src + g.dim_v, v_row);
-    } else {
-      for (std::int64_t d = 0; d < g.dim_v; ++d) v_row[d] = v_src[d * v_step];
-    }
-    std::fill(v_row + g.dim_v, v_row + g.dv_pad, 0.0f);
-  }
-}
+// After the tiles: the geometry takes their blocking table.
+#include "variants/dense/flash_packing_shared-inl.h"  // IWYU pragma: keep
 
 // Per-thread scratch and the loop over one work item (a query tile of one head).
 template <class Ops>
@@ -84,9 +38,18 @@ class FlashWorker {
         sum_lanes_(hwy::AllocateAligned<float>(static_cast<size_t>(g.query_tile) * kLanes)),
         m_(static_cast<size_t>(g.query_tile)),
         alpha_(kRows),
-        ranges_(static_cast<size_t>(g.query_tile)) {
+        ranges_(static_cast<size_t>(g.query_tile)),
+        key_row_(static_cast<size_t>(g.dim)) {
     tiles_.reserve(static_cast<size_t>(g.key_tiles));
+    rope_ = rope_of(p.positional.get());
+    if (p.positional && p.positional->has_alibi()) {
+      alibi_ = p.positional->alibi_slopes.data();
+      alibi_symmetric_ = p.positional->alibi_symmetric;
+    }
   }
+
+  // dim floats for PackKeyValueTile's rotated key.
+  float* key_row() { return key_row_.data(); }
 
   // tile_slots maps a key tile to its packed slot (a ring); nullptr: slot = tile.
   void run(std::int64_t b, std::int64_t h, std::int64_t qt, const float* packed_k,
@@ -122,7 +85,12 @@ class FlashWorker {
       }
       const float* src = p_.q.ptr(b, h, i0 + r);
       const std::int64_t step = p_.q.strides[3];
-      if (step == 1) {  // contiguous rows vectorise
+      if (rope_ != nullptr) {  // rotated while it is scaled: no pass of its own over q
+        const RopeRows& rows = rope_->rows();
+        const std::int64_t at = (i0 + r) * rope_->half;
+        rotate_row(src, step, g_.dim, mul, *rope_, rows.q_cos.data() + at, rows.q_sin.data() + at,
+                   dst);
+      } else if (step == 1) {  // contiguous rows vectorise
         for (std::int64_t d = 0; d < g_.dim; ++d) dst[d] = src[d] * mul;
       } else {
         for (std::int64_t d = 0; d < g_.dim; ++d) dst[d] = src[d * step] * mul;
@@ -159,6 +127,21 @@ class FlashWorker {
       if (j >= len) break;
       if (kt >= last && (tiles_.empty() || tiles_.back() != kt)) tiles_.push_back(kt);
     }
+    if (alibi_ != nullptr) nearest_tiles_first(i0 + p_.seq_k() - p_.seq_q());
+  }
+
+  // ALiBi's scores fall with the distance from the diagonal, so in increasing key order the
+  // running maximum rose on almost every tile, and each rise costs a scalar exp2 and a
+  // rescale per row (14% of the kernel at S = 4096 causal). Visiting the tiles nearest the
+  // query tile's diagonal position first (a fixed order, so still deterministic) sets the
+  // maximum at once.
+  void nearest_tiles_first(std::int64_t diagonal) {
+    const auto distance = [&](std::int64_t kt) {
+      const std::int64_t j0 = kt * g_.key_tile, j1 = j0 + g_.key_tile;
+      return diagonal < j0 ? j0 - diagonal : diagonal >= j1 ? diagonal - j1 + 1 : 0;
+    };
+    std::stable_sort(tiles_.begin(), tiles_.end(),
+                     [&](std::int64_t a, std::int64_t b) { return distance(a) < distance(b); });
   }
 
   // kRange: only the rows' contiguous ranges cut the tile (vector masking); kEdge: the exact
@@ -237,6 +220,7 @@ class FlashWorker {
         q_tile_.get() + t.rb * g_.rows * g_.dim, static_cast<size_t>(g_.dim), k_tile + first,
         key_tile, static_cast<size_t>(g_.dim), scores, kWidth, nullptr);
     const std::int64_t j0 = t.kt * g_.key_tile + first;
+    if (alibi_ != nullptr) add_alibi<kVecs>(t, j0);
     if (t.kind == TileKind::kEdge) mask_block(t, j0, static_cast<std::int64_t>(kWidth));
     if (t.kind == TileKind::kRange) mask_block_by_range<kVecs>(t.rb, j0);
     const size_t row0 = static_cast<size_t>(t.rb * g_.rows);
@@ -263,6 +247,23 @@ class FlashWorker {
       }
       visibility_.mask_row(t.b, t.h, t.i0 + row, j0, width, t.len,
                            ranges_[static_cast<size_t>(row)], kLog2e, s);
+    }
+  }
+
+  // ALiBi's bias on the block's scores, before the mask (which overwrites hidden keys).
+  template <size_t kVecs>
+  void add_alibi(const MicroTile& t, std::int64_t j0) {
+    constexpr size_t kWidth = kVecs * kLanes;
+    const float slope = alibi_[t.h] * kLog2e;
+    const std::int64_t offset = p_.seq_k() - p_.seq_q();  // query i sits at key position i + offset
+    for (std::int64_t r = 0; r < g_.rows; ++r) {
+      const auto rel = static_cast<float>(j0 - (t.i0 + t.rb * g_.rows + r + offset));
+      float* s = scores_.get() + r * static_cast<std::int64_t>(kWidth);
+      if (alibi_symmetric_) {
+        AddDistanceBias<Ops, kVecs, true>(s, slope, rel);
+      } else {
+        AddDistanceBias<Ops, kVecs, false>(s, slope, rel);
+      }
     }
   }
 
@@ -308,6 +309,10 @@ class FlashWorker {
   std::vector<float> m_, alpha_;
   std::vector<KeyRange> ranges_;
   std::vector<std::int64_t> tiles_;
+  std::vector<float> key_row_;
+  const RopeTables* rope_ = nullptr;
+  const float* alibi_ = nullptr;  // slopes per query head, natural units
+  bool alibi_symmetric_ = false;
 };
 
 inline std::vector<std::uint8_t> TilesWithGlobalKeys(const KeyPattern& pattern,
@@ -445,7 +450,7 @@ void FlashForwardBanded(const Problem& p, const KeyPattern& pattern, const Flash
       for (size_t t = 0; t < to_pack.size(); ++t) {
         const std::int64_t kt = to_pack[t], slot = tile_slots ? tile_slots[kt] : kt;
         PackKeyValueTile(p, g, b, hk, kt, k_base + slot * g.key_tile * g.dim,
-                         v_base + slot * g.key_tile * g.dv_pad);
+                         v_base + slot * g.key_tile * g.dv_pad, worker.key_row());
       }
     };
     // Query tiles [q0, q1) times the heads of kv-head hk; global tiles only when `global`.
@@ -529,7 +534,7 @@ void FlashForward(const Problem& p, const KeyPattern& pattern) {
         float* base = packed.get() + slot * per_pair;
         PackKeyValueTile(p, g, pair / p.heads_kv(), pair % p.heads_kv(), kt,
                          base + kt * g.key_tile * g.dim,
-                         base + g.packed_k_floats() + kt * g.key_tile * g.dv_pad);
+                         base + g.packed_k_floats() + kt * g.key_tile * g.dv_pad, worker.key_row());
       }
       // Heads sharing a kv-head run back to back on the same packed tiles; under a causal
       // mask the later (heavier) query tiles of every pair go first to balance the threads.

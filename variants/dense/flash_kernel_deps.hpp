@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/positional.hpp"
 #include "seqattn/half.hpp"
 #include "variants/attention_variant.hpp"
 #include "variants/dense/key_pattern.hpp"

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "runtime/positional.hpp"
 #include "seqattn/tensor.hpp"
 #include "variants/kv_cache/packed_kv.hpp"
 
@@ -47,6 +48,8 @@ struct CacheProblem {
   std::int64_t group = 1;                    // query heads per kv head
   CacheSplit split;
   int threads = 1;
+  // RoPE (queries rotated at offset + position; the keys were rotated on append) and ALiBi.
+  const PositionalTables* positional = nullptr;
 
   std::int64_t seq_q() const { return q.shape[2]; }
   // Absolute position of new query i of sequence b: the queries are the last S_q tokens.

@@ -25,7 +25,12 @@ class CacheWorker {
   static_assert(kRows <= CacheScratchLayout::kMaxRows && kLanes <= CacheScratchLayout::kMaxLanes);
 
   CacheWorker(const CacheProblem& p, float* scratch)
-      : p_(p), layout_(p.split.row_tile, p.kv.dim, p.kv.dv_pad), scratch_(scratch) {}
+      : p_(p),
+        layout_(p.split.row_tile, p.kv.dim, p.kv.dv_pad),
+        scratch_(scratch),
+        rope_(rope_of(p.positional)),
+        alibi_(p.positional != nullptr && p.positional->has_alibi() ? p.positional : nullptr),
+        angles_(rope_ != nullptr ? static_cast<size_t>(2 * rope_->half) : 0) {}
 
   // Rows [r0, r0 + n) of (b, hk) over keys [k0, k1) (absolute positions): leaves the
   // unnormalised output, running max (log2 units) and running sums in the scratch.
@@ -127,7 +132,13 @@ class CacheWorker {
       const std::int64_t row = r0_ + r;
       const float* src = p_.q.ptr(b_, hk_ * p_.group + row % p_.group, row / p_.group);
       float* dst = q() + r * dim;
-      for (std::int64_t d = 0; d < dim; ++d) dst[d] = src[d * step] * mul;
+      if (rope_ != nullptr) {  // at its absolute position, as the keys were on append
+        float* cos = angles_.data();
+        rope_angles(*rope_, rope_->options.offset + position(r), cos, cos + rope_->half);
+        rotate_row(src, step, dim, mul, *rope_, cos, cos + rope_->half, dst);
+      } else {
+        for (std::int64_t d = 0; d < dim; ++d) dst[d] = src[d * step] * mul;
+      }
     }
     std::fill(o(), o() + n_ * p_.kv.dv_pad, 0.0f);
     std::fill(m(), m() + n_, -std::numeric_limits<float>::infinity());
@@ -193,6 +204,7 @@ class CacheWorker {
     MultiplyTile<Ops, kR, kKeyVecs, TileUpdate::kOverwrite, true, Elem>(
         q() + row0 * dim, static_cast<size_t>(dim), k_tile, static_cast<size_t>(kKvBlock),
         static_cast<size_t>(dim), s, static_cast<size_t>(kWidth), nullptr, prefetch_k_);
+    if (alibi_ != nullptr) add_alibi(row0, kR, j0, s);
     if (kind == TileKind::kRange) {
       auto rel = [&](std::int64_t j) {  // clamped so the float compare is exact
         return static_cast<float>(std::clamp<std::int64_t>(j - j0, -1, kWidth + 1));
@@ -214,6 +226,21 @@ class CacheWorker {
     } else {
       MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kAccumulate, true, Elem>(
           s, kWidth, v_tile, dv_pad, kWidth, acc, dv_pad, nullptr, prefetch_v_);
+    }
+  }
+
+  // ALiBi on rows [row0, row0 + rows) of the tile's scores, before the mask.
+  void add_alibi(std::int64_t row0, size_t rows, std::int64_t j0, float* s) const {
+    for (size_t r = 0; r < rows; ++r) {
+      const std::int64_t row = r0_ + row0 + static_cast<std::int64_t>(r);
+      const std::int64_t h = hk_ * p_.group + row % p_.group;
+      const float slope = alibi_->alibi_slopes[static_cast<size_t>(h)] * kLog2e;
+      const auto rel = static_cast<float>(j0 - position(row0 + static_cast<std::int64_t>(r)));
+      if (alibi_->alibi_symmetric) {
+        AddDistanceBias<Ops, kKeyVecs, true>(s + r * kWidth, slope, rel);
+      } else {
+        AddDistanceBias<Ops, kKeyVecs, false>(s + r * kWidth, slope, rel);
+      }
     }
   }
 
@@ -248,4 +275,7 @@ class CacheWorker {
   std::int64_t b_ = 0, hk_ = 0, r0_ = 0, n_ = 0, k0_ = 0, k1_ = 0;
   std::ptrdiff_t prefetch_k_ = 0, prefetch_v_ = 0;  // elements from this block to the next
   std::array<CacheKeyRange, kCacheRowTile> ranges_{};
+  const RopeTables* rope_;
+  const PositionalTables* alibi_;  // null without ALiBi
+  std::vector<float> angles_;      // cos, sin of one query row
 };

@@ -6,6 +6,7 @@
 #include <variant>
 #include <vector>
 
+#include "runtime/positional.hpp"
 #include "runtime/validate.hpp"
 #include "variants/linear/linear_core.hpp"
 #include "variants/registry.hpp"
@@ -30,6 +31,7 @@ class LinearVariant final : public AttentionVariant {
   Variant id() const override { return Variant::kLinear; }
 
   void check(const Problem& p, const VariantSpec& spec) const override {
+    refuse_positional(p, "linear");
     const std::string no_matrix = "linear attention never forms the S_q x S_k score matrix";
     if (p.mask->keep) unsupported("mask.keep", no_matrix);
     if (p.mask->bias) unsupported("mask.bias", no_matrix);

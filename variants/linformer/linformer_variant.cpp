@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gemm/gemm.hpp"
+#include "runtime/positional.hpp"
 #include "runtime/validate.hpp"
 #include "seqattn/attention.hpp"
 #include "variants/registry.hpp"
@@ -100,6 +101,7 @@ class LinformerVariant final : public AttentionVariant {
   Variant id() const override { return Variant::kLinformer; }
 
   void check(const Problem& p, const VariantSpec& spec) const override {
+    refuse_positional(p, "linformer");
     const auto& s = std::get<LinformerSpec>(spec);
     if (p.mask->causal) {
       unsupported("mask.causal",

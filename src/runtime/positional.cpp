@@ -1,0 +1,269 @@
+// Validation and tables of the positional encodings (positional.hpp), and the public helpers
+// of seqattn/positional.hpp.
+#include "runtime/positional.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "runtime/validate.hpp"
+
+namespace seqattn {
+namespace {
+
+using detail::fail;
+
+std::string str(std::int64_t x) { return std::to_string(x); }
+
+// Positions stay far below 2^53 (exact in double) and 2^24·scaling is not needed: angles are
+// computed in double. 2^40 keeps offset + position from overflowing.
+constexpr std::int64_t kMaxPosition = std::int64_t{1} << 40;
+
+void check_position(const std::string& name, std::int64_t value) {
+  if (value < 0 || value > kMaxPosition) {
+    fail(name, "in [0, 2^40]", str(value));
+  }
+}
+
+void check_rope(const RotaryEmbedding& r, std::int64_t dim, const std::string& name) {
+  if (!std::isfinite(r.theta) || r.theta <= 0) {
+    fail(name + ".theta", "a finite number > 0 (10000 in most models)", std::to_string(r.theta));
+  }
+  if (!std::isfinite(r.linear_scaling) || r.linear_scaling <= 0) {
+    fail(name + ".linear_scaling", "a finite number > 0 (1 = no scaling)",
+         std::to_string(r.linear_scaling));
+  }
+  const std::int64_t dims = r.dims == 0 ? dim : r.dims;
+  if (dims < 2 || dims > dim || dims % 2 != 0) {
+    fail(name + ".dims", "an even number in [2, D = " + str(dim) + "], or 0 for all D",
+         str(r.dims) + (r.dims == 0 ? " (all D, which is odd)" : ""));
+  }
+  check_position(name + ".offset", r.offset);
+}
+
+void check_positions(const std::string& name, const std::vector<std::int64_t>& positions,
+                     std::int64_t rows, const char* what) {
+  if (positions.empty()) return;
+  if (static_cast<std::int64_t>(positions.size()) != rows) {
+    fail(name + ".size()", str(rows) + " (one per " + what + " row) or 0 (default positions)",
+         str(static_cast<std::int64_t>(positions.size())));
+  }
+  for (std::size_t r = 0; r < positions.size(); ++r) {
+    check_position(name + "[" + std::to_string(r) + "]", positions[r]);
+  }
+}
+
+void rope_base(detail::RopeTables& t, const RotaryEmbedding& r, std::int64_t dim,
+               std::int64_t seq_q, std::int64_t seq_k) {
+  t.options = r;
+  t.seq_q = seq_q;
+  t.seq_k = seq_k;
+  t.dims = r.dims == 0 ? dim : r.dims;
+  t.half = t.dims / 2;
+  t.layout = r.layout;
+  t.frequencies.resize(static_cast<std::size_t>(t.half));
+  for (std::int64_t p = 0; p < t.half; ++p) {
+    t.frequencies[static_cast<std::size_t>(p)] =
+        std::pow(r.theta, -2.0 * static_cast<double>(p) / static_cast<double>(t.dims)) /
+        r.linear_scaling;
+  }
+}
+
+// cos/sin [rows, half] for row r at positions[r] (or first + r) + offset. Consecutive
+// positions advance each pair's angle by one rotation in double, (c, s)·(cos ω, sin ω), so a
+// table costs 4 multiplies per entry instead of a cos and a sin (which made the table 6% of
+// a one-shot dense call at S = 4096); the recurrence drifts by ~1e-16 per step, far below
+// float's rounding for any S. Explicit positions are computed one by one.
+void fill_rows(const detail::RopeTables& t, std::int64_t rows, std::int64_t first,
+               std::int64_t offset, const std::vector<std::int64_t>& positions,
+               std::vector<float>& cos, std::vector<float>& sin) {
+  const auto n = static_cast<std::size_t>(rows * t.half);
+  cos.resize(n);
+  sin.resize(n);
+  if (!positions.empty()) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      detail::rope_angles(t, offset + positions[static_cast<std::size_t>(r)],
+                          cos.data() + r * t.half, sin.data() + r * t.half);
+    }
+    return;
+  }
+  for (std::int64_t p = 0; p < t.half; ++p) {
+    const double w = t.frequencies[static_cast<std::size_t>(p)];
+    const double step_c = std::cos(w), step_s = std::sin(w);
+    const double start = static_cast<double>(offset + first) * w;
+    double c = std::cos(start), s = std::sin(start);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      cos[static_cast<std::size_t>(r * t.half + p)] = static_cast<float>(c);
+      sin[static_cast<std::size_t>(r * t.half + p)] = static_cast<float>(s);
+      const double next_c = c * step_c - s * step_s;
+      s = s * step_c + c * step_s;
+      c = next_c;
+    }
+  }
+}
+
+std::vector<float> checked_slopes(const Alibi& a, std::int64_t heads) {
+  if (a.slopes.empty()) return alibi_slopes(heads);
+  if (static_cast<std::int64_t>(a.slopes.size()) != heads) {
+    fail("options.alibi.slopes.size()", str(heads) + " (one per query head) or 0 (the standard)",
+         str(static_cast<std::int64_t>(a.slopes.size())));
+  }
+  for (std::size_t h = 0; h < a.slopes.size(); ++h) {
+    if (!std::isfinite(a.slopes[h])) {
+      fail("options.alibi.slopes[" + std::to_string(h) + "]", "a finite number",
+           std::to_string(a.slopes[h]));
+    }
+  }
+  return a.slopes;
+}
+
+}  // namespace
+
+std::vector<float> alibi_slopes(std::int64_t heads) {
+  if (heads < 1) fail("heads", ">= 1", str(heads));
+  std::int64_t n = 1;
+  while (n * 2 <= heads) n *= 2;
+  std::vector<float> slopes;
+  slopes.reserve(static_cast<std::size_t>(heads));
+  for (std::int64_t k = 1; k <= n; ++k) {
+    slopes.push_back(static_cast<float>(std::exp2(-8.0 * static_cast<double>(k) / n)));
+  }
+  for (std::int64_t k = 1; k <= heads - n; ++k) {
+    slopes.push_back(static_cast<float>(std::exp2(-4.0 * static_cast<double>(2 * k - 1) / n)));
+  }
+  return slopes;
+}
+
+void add_sinusoidal_positions(const Tensor& x, std::int64_t offset) {
+  detail::check_view("x", x.data, x.shape, x.strides, sizeof(float));
+  if (x.shape[1] != 1) {
+    fail("x.shape[1]", "1 (x is [B, 1, S, d_model])", str(x.shape[1]));
+  }
+  detail::check_no_self_overlap("x", x.shape, x.strides);
+  check_position("offset", offset);
+  const std::int64_t d_model = x.shape[3];
+  for (std::int64_t s = 0; s < x.shape[2]; ++s) {
+    const auto pos = static_cast<double>(offset + s);
+    for (std::int64_t c = 0; c < d_model; ++c) {
+      const double angle =
+          pos * std::pow(10000.0, -static_cast<double>(c - c % 2) / static_cast<double>(d_model));
+      const auto pe = static_cast<float>(c % 2 == 0 ? std::sin(angle) : std::cos(angle));
+      for (std::int64_t b = 0; b < x.shape[0]; ++b) x.at(b, 0, s, c) += pe;
+    }
+  }
+}
+
+}  // namespace seqattn
+
+namespace seqattn::detail {
+
+void rope_angles(const RopeTables& t, std::int64_t position, float* cos, float* sin) {
+  const auto pos = static_cast<double>(position);
+  for (std::int64_t p = 0; p < t.half; ++p) {
+    const double angle = pos * t.frequencies[static_cast<std::size_t>(p)];
+    cos[p] = static_cast<float>(std::cos(angle));
+    sin[p] = static_cast<float>(std::sin(angle));
+  }
+}
+
+const RopeRows& RopeTables::rows() const {
+  std::call_once(rows_once_, [this] {
+    const RotaryEmbedding& r = options;
+    fill_rows(*this, seq_q, seq_k - seq_q, r.offset, r.q_positions, rows_.q_cos, rows_.q_sin);
+    fill_rows(*this, seq_k, 0, r.offset, r.k_positions, rows_.k_cos, rows_.k_sin);
+  });
+  return rows_;
+}
+
+void init_cache_rope(RopeTables& t, const RotaryEmbedding& r, std::int64_t dim) {
+  check_rope(r, dim, "shape.rope");
+  if (!r.q_positions.empty() || !r.k_positions.empty()) {
+    fail("shape.rope.q_positions / k_positions", "empty", "explicit positions",
+         "a cache rotates each key at offset + its index");
+  }
+  rope_base(t, r, dim, 0, 0);
+}
+
+bool same_rotation(const RotaryEmbedding& a, const RotaryEmbedding& b, std::int64_t dim) {
+  const auto dims = [dim](const RotaryEmbedding& r) { return r.dims == 0 ? dim : r.dims; };
+  return a.theta == b.theta && dims(a) == dims(b) && a.layout == b.layout && a.offset == b.offset &&
+         a.linear_scaling == b.linear_scaling;
+}
+
+void check_positional_over_cache(const PositionalTables* tables) {
+  if (tables == nullptr || !tables->rope) return;
+  const RotaryEmbedding& r = tables->rope->options;
+  if (!r.q_positions.empty() || !r.k_positions.empty()) {
+    fail("options.rope.q_positions / k_positions", "empty over a KvCache", "explicit positions",
+         "a cache rotates each key at its index when it is appended, and each query at "
+         "offset + L - S_q + i");
+  }
+}
+
+namespace {
+
+// x rotated by `rows`' cos/sin into a contiguous copy of the same shape.
+ConstTensor rotated_copy(const ConstTensor& x, const RopeTables& t, const std::vector<float>& cos,
+                         const std::vector<float>& sin, std::vector<float>& store) {
+  const auto [batch, heads, seq, dim] = x.shape;
+  store.resize(static_cast<std::size_t>(batch * heads * seq * dim));
+  ConstTensor copy{store.data(), x.shape, {heads * seq * dim, seq * dim, dim, 1}};
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t s = 0; s < seq; ++s) {
+        const std::int64_t at = s * t.half;
+        rotate_row(x.ptr(b, h, s), x.strides[3], dim, 1.0f, t, cos.data() + at, sin.data() + at,
+                   store.data() + ((b * heads + h) * seq + s) * dim);
+      }
+    }
+  }
+  return copy;
+}
+
+}  // namespace
+
+void refuse_positional(const Problem& p, const std::string& variant) {
+  if (p.positional == nullptr) return;
+  const bool rope = p.positional->has_rope();
+  throw Error(ErrorKind::kNotImplemented, rope ? "options.rope" : "options.alibi",
+              "unset for the " + variant + " variant", rope ? "a RotaryEmbedding" : "an Alibi",
+              "positional encodings inside " + variant +
+                  " attention are not built yet: use dense or sliding-window attention");
+}
+
+Problem with_rotated_inputs(const Problem& p, std::vector<float>& q_store,
+                            std::vector<float>& k_store) {
+  const RopeTables* rope = rope_of(p.positional.get());
+  if (rope == nullptr) return p;
+  Problem r = p;
+  const RopeRows& rows = rope->rows();
+  r.q = rotated_copy(p.q, *rope, rows.q_cos, rows.q_sin, q_store);
+  r.k = rotated_copy(p.k, *rope, rows.k_cos, rows.k_sin, k_store);
+  auto rest = std::make_shared<PositionalTables>();
+  rest->alibi_slopes = p.positional->alibi_slopes;
+  rest->alibi_symmetric = p.positional->alibi_symmetric;
+  r.positional = rest->has_alibi() ? std::move(rest) : nullptr;
+  return r;
+}
+
+std::shared_ptr<const PositionalTables> make_positional(const AttentionOptions& options,
+                                                        const Problem& p) {
+  if (!options.rope && !options.alibi) return nullptr;
+  auto tables = std::make_shared<PositionalTables>();
+  if (options.rope) {
+    const RotaryEmbedding& r = *options.rope;
+    check_rope(r, p.dim(), "options.rope");
+    check_positions("options.rope.q_positions", r.q_positions, p.seq_q(), "query");
+    check_positions("options.rope.k_positions", r.k_positions, p.seq_k(), "key");
+    tables->rope.emplace();
+    rope_base(*tables->rope, r, p.dim(), p.seq_q(), p.seq_k());
+  }
+  if (options.alibi) {
+    tables->alibi_slopes = checked_slopes(*options.alibi, p.heads_q());
+    const AlibiForm form = options.alibi->form.value_or(
+        options.mask.causal ? AlibiForm::kCausal : AlibiForm::kSymmetric);
+    tables->alibi_symmetric = form == AlibiForm::kSymmetric;
+  }
+  return tables;
+}
+
+}  // namespace seqattn::detail
