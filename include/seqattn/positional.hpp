@@ -55,8 +55,8 @@ struct Alibi {
 
 // The published slopes for `heads` heads: with n = 2^floor(log2 heads), the geometric
 // sequence 2^(-8k/n), k = 1..n, followed (when heads is not a power of two) by the odd
-// terms 2^(-4(2k-1)/n), k = 1..heads-n, of the sequence for 2n heads. Throws Error for
-// heads < 1.
+// terms 2^(-4(2k-1)/n), k = 1..heads-n, of the sequence for 2n heads. Throws Error unless
+// 1 <= heads <= 2^20.
 std::vector<float> alibi_slopes(std::int64_t heads);
 
 // The sinusoidal absolute encoding of Vaswani et al.: adds PE(pos, 2p) = sin(pos·10000^(-2p/d))

@@ -11,6 +11,7 @@
 #include "cli/commands.hpp"
 #include "cli/read_bandwidth.hpp"
 #include "cli/report.hpp"
+#include "cli/report_accuracy.hpp"
 #include "cli/variant_flags.hpp"
 #include "seqattn/error.hpp"
 
@@ -359,12 +360,13 @@ void report(const ReportFlags& f) {
   Sweep sweep(config, specs);
   const std::vector<ReportPoint> points = sweep.run();
   const double elapsed = sweep.elapsed();
+  const AccuracyReport accuracy = run_accuracy(config, specs, points);
   const DecodeReport decode = config.decode_seqs.empty() ? DecodeReport{} : run_decode(config);
   const HalfReport half = config.half_seqs.empty() ? HalfReport{} : run_half(config);
   const RingReport ring = config.ring_seq > 0
                               ? run_ring(config.shape, config.ring_seq, config.ring_seq_per_rank)
                               : RingReport{};
-  std::cout << write_report(config, points, elapsed, decode, half, ring);
+  std::cout << write_report(config, points, elapsed, decode, half, ring, &accuracy);
 }
 
 ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>& specs) {

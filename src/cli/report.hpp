@@ -105,9 +105,12 @@ struct HalfReport {
   double elapsed_seconds = 0;
 };
 
+struct AccuracyReport;  // report_accuracy.hpp
+
 // Fits, crossovers, and the three files. Returns the scaling.md text (also printed).
 std::string write_report(const ReportConfig& config, const std::vector<ReportPoint>& points,
                          double elapsed_seconds, const DecodeReport& decode = {},
-                         const HalfReport& half = {}, const RingReport& ring = {});
+                         const HalfReport& half = {}, const RingReport& ring = {},
+                         const AccuracyReport* accuracy = nullptr);
 
 }  // namespace seqattn::cli

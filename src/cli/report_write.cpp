@@ -14,6 +14,7 @@
 #include "cli/commands.hpp"
 #include "cli/npy.hpp"
 #include "cli/report.hpp"
+#include "cli/report_accuracy.hpp"
 #include "cli/scaling_math.hpp"
 #include "seqattn/error.hpp"
 
@@ -465,7 +466,7 @@ nlohmann::json half_json(const HalfReport& h) {
 
 std::string write_report(const ReportConfig& c, const std::vector<ReportPoint>& points,
                          double elapsed, const DecodeReport& decode, const HalfReport& half,
-                         const RingReport& ring) {
+                         const RingReport& ring, const AccuracyReport* accuracy) {
   std::vector<SeriesFit> fits;
   std::vector<SeriesCrossover> crossovers;
   const std::vector<double> n(c.seqs.begin(), c.seqs.end());
@@ -487,10 +488,16 @@ std::string write_report(const ReportConfig& c, const std::vector<ReportPoint>& 
   if (!decode.points.empty()) j["decode"] = decode_json(decode);
   if (!half.points.empty()) j["half_precision"] = half_json(half);
   if (c.ring_seq > 0) j["ring"] = ring_json(ring);
+  if (accuracy != nullptr) j["accuracy_by_family"] = accuracy_json(*accuracy, points);
 
   ::mkdir(c.out_dir.c_str(), 0777);  // an existing directory is fine; errors surface below
   const std::string json_path = c.out_dir + "/scaling.json";
-  const std::string md = markdown(c, points, fits, crossovers, decode, half, ring, target, elapsed);
+  std::string md = markdown(c, points, fits, crossovers, decode, half, ring, target, elapsed);
+  if (accuracy != nullptr) {
+    std::ostringstream section;
+    accuracy_markdown(section, c, *accuracy, points);
+    md += section.str();
+  }
   npy::StagedOutputs staged;
   staged.stage(json_path, j.dump(2) + "\n", "--out-dir");
   staged.stage(c.out_dir + "/scaling.md", md, "--out-dir");

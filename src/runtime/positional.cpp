@@ -14,8 +14,8 @@ using detail::fail;
 
 std::string str(std::int64_t x) { return std::to_string(x); }
 
-// Positions stay far below 2^53 (exact in double) and 2^24·scaling is not needed: angles are
-// computed in double. 2^40 keeps offset + position from overflowing.
+// Positions (offsets included) up to 2^40: exact in double, where the angles are computed, and
+// far from overflowing when an offset is added.
 constexpr std::int64_t kMaxPosition = std::int64_t{1} << 40;
 
 void check_position(const std::string& name, std::int64_t value) {
@@ -69,10 +69,11 @@ void rope_base(detail::RopeTables& t, const RotaryEmbedding& r, std::int64_t dim
 }
 
 // cos/sin [rows, half] for row r at positions[r] (or first + r) + offset. Consecutive
-// positions advance each pair's angle by one rotation in double, (c, s)·(cos ω, sin ω), so a
-// table costs 4 multiplies per entry instead of a cos and a sin (which made the table 6% of
-// a one-shot dense call at S = 4096); the recurrence drifts by ~1e-16 per step, far below
-// float's rounding for any S. Explicit positions are computed one by one.
+// positions advance each pair's angle by one rotation in double, (c, s)·(cos ω, sin ω): 4
+// multiplies per entry instead of a cos and a sin (a one-shot attend() builds its plan's
+// tables on every call: 2·S·D/2 entries). The recurrence drifts by about 1e-16 per row, so
+// below 1e-9 for S < 2^23, far under float's rounding. Explicit positions are computed one by
+// one.
 void fill_rows(const detail::RopeTables& t, std::int64_t rows, std::int64_t first,
                std::int64_t offset, const std::vector<std::int64_t>& positions,
                std::vector<float>& cos, std::vector<float>& sin) {
@@ -119,7 +120,7 @@ std::vector<float> checked_slopes(const Alibi& a, std::int64_t heads) {
 }  // namespace
 
 std::vector<float> alibi_slopes(std::int64_t heads) {
-  if (heads < 1) fail("heads", ">= 1", str(heads));
+  if (heads < 1 || heads > (std::int64_t{1} << 20)) fail("heads", "in [1, 2^20]", str(heads));
   std::int64_t n = 1;
   while (n * 2 <= heads) n *= 2;
   std::vector<float> slopes;

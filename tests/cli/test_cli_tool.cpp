@@ -518,6 +518,21 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
     EXPECT_NE(j["ring"]["skipped"].get<std::string>().find("MPI"), std::string::npos);
     EXPECT_TRUE(j["ring"]["runs"].empty());
   }
+  // Every approximate variant on every input family at every S; sliding window is exact while
+  // S <= 2·window + 1 (window 256), whatever the inputs.
+  ASSERT_TRUE(j.contains("accuracy_by_family"));
+  for (const std::string family : {"uniform", "decaying", "anchors", "lowrank"}) {
+    int found = 0;
+    for (const auto& p : j["accuracy_by_family"]) {
+      if (p["family"] != family) continue;
+      ++found;
+      ASSERT_TRUE(p["relative_error"].is_number()) << p;
+      if (p["variant"] == "sliding-window") {
+        EXPECT_LE(p["relative_error"].get<double>(), 1e-5) << p;
+      }
+    }
+    EXPECT_EQ(found, 2 * (static_cast<int>(variants.size()) - 1)) << family;
+  }
   ASSERT_TRUE(j.contains("half_precision"));
   const nlohmann::json& half = j["half_precision"]["points"];
   ASSERT_EQ(half.size(), 6u);  // S = 1024, 4096 × f32, bf16, f16 at 1 thread
@@ -544,6 +559,7 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   EXPECT_NE(md.find("Decode against a KV cache"), std::string::npos) << md;
   EXPECT_NE(md.find("| 512 | bf16 | 1 |"), std::string::npos) << md;
   EXPECT_NE(md.find("Half precision (dense)"), std::string::npos) << md;
+  EXPECT_NE(md.find("### decaying"), std::string::npos) << md;
   const std::string png = read(path("report/scaling.png"));
   ASSERT_GE(png.size(), 8u);
   EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));

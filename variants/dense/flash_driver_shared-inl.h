@@ -132,9 +132,9 @@ class FlashWorker {
 
   // ALiBi's scores fall with the distance from the diagonal, so in increasing key order the
   // running maximum rose on almost every tile, and each rise costs a scalar exp2 and a
-  // rescale per row (14% of the kernel at S = 4096 causal). Visiting the tiles nearest the
-  // query tile's diagonal position first (a fixed order, so still deterministic) sets the
-  // maximum at once.
+  // rescale per row (the exp2 calls alone were 5.7% of a profile at S = 4096, causal).
+  // Visiting the tiles nearest the query tile's diagonal position first (a fixed order, so
+  // still deterministic) sets the maximum at once.
   void nearest_tiles_first(std::int64_t diagonal) {
     const auto distance = [&](std::int64_t kt) {
       const std::int64_t j0 = kt * g_.key_tile, j1 = j0 + g_.key_tile;

@@ -1,0 +1,138 @@
+#include "cli/input_families.hpp"
+
+#include <cmath>
+#include <random>
+
+#include "seqattn/error.hpp"
+
+namespace seqattn::cli {
+namespace {
+
+constexpr std::int64_t kAnchorTokens = 4;
+constexpr std::int64_t kRank = 8;
+
+// RoPE (halves layout, theta 10000) of one row at position pos, in place: the decay with
+// distance of a shared component comes from its pairs drifting out of phase.
+void rotate(float* x, std::int64_t dim, std::int64_t pos) {
+  const std::int64_t half = dim / 2;
+  for (std::int64_t p = 0; p < half; ++p) {
+    const double angle = static_cast<double>(pos) * std::pow(10000.0, -2.0 * p / dim);
+    const double c = std::cos(angle), s = std::sin(angle);
+    const double a = x[p], b = x[p + half];
+    x[p] = static_cast<float>(a * c - b * s);
+    x[p + half] = static_cast<float>(a * s + b * c);
+  }
+}
+
+// Per kv head: q_i = R(i)(c + a·u_i + 0.3·n_i) and k_j = R(j)(c + a·u_j + 0.3·n'_j), shared
+// by the kv head and its query heads: u a unit-variance AR(1) process along the sequence
+// (correlation e^(-|i-j|/16)), c ~ N(0, 0.25)^D a constant component whose RoPE phases drift
+// apart with distance (RoFormer's long-range decay), n, n' independent noise. a² = 1.75 puts
+// the diagonal score (scale 1/√D) near a²·√D = 14 at D = 64 against a far-field spread of
+// about a² = 1.75: peaked attention over about a dozen tokens, with a tail. With anchors, the
+// slowest rotary pair (dimensions D/2 - 1 and D - 1) is overwritten after rotation: 6.93 in
+// every query and in the keys of tokens 0-3, 0 in the other keys, so those four keys score
+// 2·48/√D = 12 (at D = 64) more than their content gives from every query, with no other key
+// touched (an attention sink).
+void decaying(Workload& w, bool anchors, std::uint64_t seed, std::mt19937_64& noise_gen) {
+  const Shape& s = w.shape;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float rho = std::exp(-1.0f / 16.0f), innovation = std::sqrt(1.0f - rho * rho);
+  const float a = std::sqrt(1.75f);
+  std::vector<float> c(static_cast<std::size_t>(s.dim)), u(c.size());
+  const std::int64_t group = s.heads / s.kv_heads;
+  const auto fill = [&](std::vector<float>& x, std::int64_t heads, bool queries) {
+    for (std::int64_t bh = 0; bh < s.batch * heads; ++bh) {
+      const std::int64_t b = bh / heads, h = bh % heads;
+      const std::int64_t kv = b * s.kv_heads + (queries ? h / group : h);
+      std::mt19937_64 shared(seed + 0x9E3779B97F4A7C15ULL * static_cast<std::uint64_t>(kv + 1));
+      for (float& e : c) e = 0.5f * normal(shared);
+      for (float& e : u) e = normal(shared);
+      for (std::int64_t i = 0; i < s.seq; ++i) {
+        float* row = x.data() + (bh * s.seq + i) * s.dim;
+        for (std::int64_t d = 0; d < s.dim; ++d) {
+          if (i > 0) u[d] = rho * u[d] + innovation * normal(shared);
+          row[d] = c[d] + a * u[d] + 0.3f * normal(noise_gen);
+        }
+        rotate(row, s.dim, i);
+        if (!anchors) continue;
+        const float sink = queries || i < kAnchorTokens ? 6.93f : 0.0f;
+        row[s.dim / 2 - 1] = row[s.dim - 1] = sink;
+      }
+    }
+  };
+  fill(w.q, s.heads, true);
+  fill(w.k, s.kv_heads, false);
+}
+
+// Per head: x = Z·W, Z ~ N(0, 1)^(S×8), W ~ N(0, 4/8)^(8×D), so scores have spread ~2.
+void low_rank(std::vector<float>& x, const Shape& s, std::int64_t heads, std::mt19937_64& gen) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> z(static_cast<std::size_t>(kRank)),
+      wm(static_cast<std::size_t>(kRank * s.dim));
+  for (std::int64_t h = 0; h < s.batch * heads; ++h) {
+    for (float& e : wm) e = normal(gen) * 0.7071f;
+    for (std::int64_t i = 0; i < s.seq; ++i) {
+      for (float& e : z) e = normal(gen);
+      float* row = x.data() + (h * s.seq + i) * s.dim;
+      for (std::int64_t d = 0; d < s.dim; ++d) {
+        float sum = 0;
+        for (std::int64_t r = 0; r < kRank; ++r) sum += z[r] * wm[r * s.dim + d];
+        row[d] = sum;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view to_string(InputFamily family) {
+  switch (family) {
+    case InputFamily::kUniform:
+      return "uniform";
+    case InputFamily::kDecaying:
+      return "decaying";
+    case InputFamily::kAnchors:
+      return "anchors";
+    case InputFamily::kLowRank:
+      return "lowrank";
+  }
+  return "uniform";
+}
+
+InputFamily parse_input_family(std::string_view name, std::string_view argument) {
+  for (const InputFamily f : all_input_families()) {
+    if (name == to_string(f)) return f;
+  }
+  throw Error(ErrorKind::kInvalidArgument, std::string(argument),
+              "decaying, anchors, lowrank or uniform", std::string(name));
+}
+
+const std::vector<InputFamily>& all_input_families() {
+  static const std::vector<InputFamily> families = {InputFamily::kUniform, InputFamily::kDecaying,
+                                                    InputFamily::kAnchors, InputFamily::kLowRank};
+  return families;
+}
+
+void fill_inputs(Workload& w, InputFamily family, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (float& e : w.v) e = uniform(gen);
+  switch (family) {
+    case InputFamily::kUniform:
+      for (auto* x : {&w.q, &w.k}) {
+        for (float& e : *x) e = uniform(gen);
+      }
+      return;
+    case InputFamily::kDecaying:
+    case InputFamily::kAnchors:
+      decaying(w, family == InputFamily::kAnchors, seed, gen);
+      return;
+    case InputFamily::kLowRank:
+      low_rank(w.q, w.shape, w.shape.heads, gen);
+      low_rank(w.k, w.shape, w.shape.kv_heads, gen);
+      return;
+  }
+}
+
+}  // namespace seqattn::cli
