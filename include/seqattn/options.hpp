@@ -77,6 +77,9 @@ struct LinformerSpec {
 // Picks one of the above from the sequence length through a SelectionPolicy.
 struct AutoSpec {
   SelectionPolicy policy{};
+  // Largest acceptable error against exact dense (max |out - dense| / max |dense| on the
+  // profile's input family); unset = the profile's budget, if any (see select_variant).
+  std::optional<double> max_error{};
 };
 
 using VariantSpec = std::variant<DenseSpec, SlidingWindowSpec, LinearSpec, LinformerSpec, AutoSpec>;

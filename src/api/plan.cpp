@@ -33,7 +33,7 @@ Resolved resolve(const VariantSpec& requested, const detail::Problem& p) {
     return {requested, "requested explicitly"};
   }
   const SelectionPolicy& policy = automatic->policy;
-  Selection sel = select_variant(policy, p.seq_k());
+  Selection sel = select_variant(policy, p.seq_k(), automatic->max_error);
   switch (sel.variant) {
     case Variant::kDense:
       return {DenseSpec{}, sel.reason};

@@ -1,5 +1,7 @@
-// `seqattn calibrate`: measures where each variant overtakes dense on this machine and writes
-// a selection profile that SelectionPolicy::load_json reads.
+// `seqattn calibrate`: measures each variant's time and its error against dense on this
+// machine, on a chosen input family, and writes a selection profile that
+// SelectionPolicy::load_json reads: speed-only thresholds, the measurements, and an optional
+// error budget that makes auto choose the fastest variant within it.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <iostream>
@@ -9,6 +11,7 @@
 
 #include "cli/catalogue.hpp"
 #include "cli/commands.hpp"
+#include "cli/input_families.hpp"
 #include "cli/measure.hpp"
 #include "cli/npy.hpp"
 #include "cli/scaling_math.hpp"
@@ -29,6 +32,9 @@ struct CalibrateFlags {
   std::string feature_map = "elu1";
   std::int64_t proj_len = 256;
   std::string out;
+  std::string inputs = "uniform";
+  double max_error = -1;  // < 0: no budget in the profile
+  CLI::Option* max_error_opt = nullptr;
 };
 
 struct Series {
@@ -47,6 +53,8 @@ std::map<std::string, Series> measure_all(const CalibrateFlags& f,
     Shape shape = f.shape;
     shape.seq = seq;
     Workload w(shape);
+    // A fixed seed per length: the same profile from the same machine and flags.
+    fill_inputs(w, parse_input_family(f.inputs, "--inputs"), 11 + static_cast<std::uint64_t>(seq));
     std::vector<float> dense_out;
     for (const CatalogueEntry& e : entries) {
       Series& s = series[e.name];
@@ -132,7 +140,8 @@ nlohmann::json measurements_json(const CalibrateFlags& f, const std::vector<std:
       {"threads", f.threads == 0 ? hardware_threads() : f.threads},
       {"repeat", f.repeat},
       {"simd_target", simd_target()},
-      {"error_metric", "max |out - dense| / max |dense| on the same random inputs"}};
+      {"inputs", f.inputs},
+      {"error_metric", "max |out - dense| / max |dense| on the same inputs (family 'inputs')"}};
   for (const CatalogueEntry& e : entries) {
     const Series& s = series.at(e.name);
     nlohmann::json row = {{"parameters", e.parameters}};
@@ -153,6 +162,12 @@ nlohmann::json measurements_json(const CalibrateFlags& f, const std::vector<std:
 
 void calibrate(CalibrateFlags f) {
   const std::vector<std::int64_t> seqs = checked_lengths(f);
+  parse_input_family(f.inputs, "--inputs");
+  const bool budget = f.max_error_opt->count() > 0;
+  if (budget && !(f.max_error >= 0)) {
+    throw Error(ErrorKind::kInvalidArgument, "--max-error", "a number >= 0",
+                std::to_string(f.max_error));
+  }
   f.shape.kv_heads = f.shape.heads;
   f.shape.dim_v = f.shape.dim;
   const std::vector<CatalogueEntry> entries = catalogue(f.window, f.feature_map, f.proj_len);
@@ -163,12 +178,13 @@ void calibrate(CalibrateFlags f) {
   const SelectionPolicy policy =
       derive_policy(f, std::vector<double>(seqs.begin(), seqs.end()), series, crossovers);
   measurements["crossovers"] = crossovers;
-  const nlohmann::json profile = {{"dense_max_seq", policy.dense_max_seq},
-                                  {"sparse_max_seq", policy.sparse_max_seq},
-                                  {"window", policy.window},
-                                  {"feature_map", policy.feature_map},
-                                  {"num_features", policy.num_features},
-                                  {"measurements", measurements}};
+  nlohmann::json profile = {{"dense_max_seq", policy.dense_max_seq},
+                            {"sparse_max_seq", policy.sparse_max_seq},
+                            {"window", policy.window},
+                            {"feature_map", policy.feature_map},
+                            {"num_features", policy.num_features},
+                            {"measurements", measurements}};
+  if (budget) profile["max_error"] = f.max_error;
   npy::write_file_atomically(f.out, profile.dump(2) + "\n", "--out");
   std::cerr << "calibrate: dense_max_seq=" << policy.dense_max_seq
             << " sparse_max_seq=" << policy.sparse_max_seq << " -> " << f.out << "\n";
@@ -189,6 +205,12 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--window", flags->window, "sliding window per side")->capture_default_str();
   cmd->add_option("--feature-map", flags->feature_map, "linear feature map")->capture_default_str();
   cmd->add_option("--proj-len", flags->proj_len, "linformer k")->capture_default_str();
+  cmd->add_option("--inputs", flags->inputs,
+                  "input family the errors are measured on: decaying|anchors|lowrank|uniform")
+      ->capture_default_str();
+  flags->max_error_opt = cmd->add_option(
+      "--max-error", flags->max_error,
+      "error budget stored in the profile: auto then picks the fastest variant within it");
   cmd->callback([flags] { calibrate(*flags); });
 }
 

@@ -18,14 +18,10 @@
 #include "seqattn/policy.hpp"
 #include "support/sanitizers.hpp"
 #include "support/temp_dir_test.hpp"
+#include "tests/cli/cli_fixture.hpp"
 
 namespace seqattn {
 namespace {
-
-struct Result {
-  int exit_code = -1;
-  std::string out, err;
-};
 
 // The document's numbers in double: X, the projections, softmax(Q Kᵀ/√2) and its product with V.
 struct Expected {
@@ -58,51 +54,6 @@ Expected document_expected() {
   }
   return e;
 }
-
-class CliTest : public testing::TempDirTest {
- protected:
-  Result run(const std::string& args) const {
-    const std::string command = std::string("'") + SEQATTN_CLI_PATH + "' " + args + " >'" +
-                                path("stdout.txt") + "' 2>'" + path("stderr.txt") + "'";
-    const int status = std::system(command.c_str());
-    Result r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = read(path("stdout.txt"));
-    r.err = read(path("stderr.txt"));
-    std::remove(path("stdout.txt").c_str());
-    std::remove(path("stderr.txt").c_str());
-    return r;
-  }
-  static std::string read(const std::string& file) {
-    std::ifstream in(file, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  void save(const std::string& name, const std::vector<std::int64_t>& shape,
-            const std::vector<float>& values) const {
-    npy::write_file_atomically(path(name), npy::encode(shape, values.data()), "test");
-  }
-  bool exists(const std::string& name) const { return ::access(path(name).c_str(), F_OK) == 0; }
-
-  // The document example (seed 000): Q = X W_Q, K = X W_K, V = X W_V with d_k = 2.
-  void write_document_example() const {
-    const double x[3][2] = {{1, 0}, {1, 1}, {0.1, 1}};
-    const double wq[2][2] = {{1, 0}, {0, 1}}, wk[2][2] = {{1, 1}, {1, 1}},
-                 wv[2][2] = {{1, 0}, {1, 1}};
-    auto project = [&](const double(&w)[2][2]) {
-      std::vector<float> m;
-      for (const auto& row : x) {
-        for (int c = 0; c < 2; ++c)
-          m.push_back(static_cast<float>(row[0] * w[0][c] + row[1] * w[1][c]));
-      }
-      return m;
-    };
-    save("q.npy", {3, 2}, project(wq));
-    save("k.npy", {3, 2}, project(wk));
-    save("v.npy", {3, 2}, project(wv));
-  }
-};
 
 TEST_F(CliTest, RunReproducesTheDocumentExample) {
   write_document_example();
@@ -410,55 +361,6 @@ TEST_F(CliTest, BenchTakesDtypesAndCountsStoredCacheBytes) {
   r = run("bench --seq 64 --kv-dtype int8");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("'--kv-dtype'"), std::string::npos) << r.err;
-}
-
-TEST_F(CliTest, SelectFollowsTheDefaultThresholds) {
-  const std::vector<std::pair<int, std::string>> expected = {
-      {1, "dense"},     {512, "dense"},  {513, "sliding-window"}, {2048, "sliding-window"},
-      {2049, "linear"}, {3000, "linear"}};
-  for (const auto& [seq, variant] : expected) {
-    const Result r = run("select --json --seq " + std::to_string(seq));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    const nlohmann::json j = nlohmann::json::parse(r.out);
-    EXPECT_EQ(j["variant"], variant) << "S=" << seq;
-    EXPECT_FALSE(j["reason"].get<std::string>().empty());
-  }
-  const Result text = run("select --seq 3000");
-  EXPECT_NE(text.out.find("variant: linear"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("sparse_max_seq=2048"), std::string::npos) << text.out;
-}
-
-TEST_F(CliTest, SelectUsesAProfileAndOverrides) {
-  std::ofstream(path("p.json")) << R"({"dense_max_seq": 100, "sparse_max_seq": 200, "window": 32})";
-  auto variant_at = [&](const std::string& args) {
-    const Result r = run("select --json " + args);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return nlohmann::json::parse(r.out)["variant"].get<std::string>();
-  };
-  const std::string profile = "--profile " + path("p.json");
-  EXPECT_EQ(variant_at(profile + " --seq 100"), "dense");
-  EXPECT_EQ(variant_at(profile + " --seq 150"), "sliding-window");
-  EXPECT_EQ(variant_at(profile + " --seq 201"), "linear");
-  EXPECT_EQ(variant_at(profile + " --dense-max-seq 180 --seq 150"), "dense");
-  EXPECT_EQ(variant_at("--dense-max-seq 4096 --seq 3000"), "dense");
-  const Result bad = run("select --seq 10 --dense-max-seq 300 --sparse-max-seq 200");
-  EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("sparse_max_seq"), std::string::npos) << bad.err;
-  const Result missing = run("select --seq 10 --profile " + path("none.json"));
-  EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_NE(missing.err.find("profile"), std::string::npos) << missing.err;
-}
-
-TEST_F(CliTest, CalibrateWritesALoadableProfile) {
-  const Result r = run("calibrate --seqs 32,64 --heads 1 --dim 16 --threads 1 --repeat 1 --out " +
-                       path("profile.json"));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const SelectionPolicy policy = SelectionPolicy::load_json(path("profile.json"));
-  EXPECT_LE(policy.dense_max_seq, policy.sparse_max_seq);
-  const nlohmann::json j = nlohmann::json::parse(read(path("profile.json")));
-  ASSERT_TRUE(j.contains("measurements"));
-  EXPECT_TRUE(j["measurements"]["variants"].contains("dense"));
-  EXPECT_EQ(j["measurements"]["seqs"], (std::vector<int>{32, 64}));
 }
 
 TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
