@@ -88,8 +88,9 @@ void rope_angles(const RopeTables& t, std::int64_t position, float* cos, float* 
 // t.dims dimensions in t.layout, the rest copied. dst must not alias src. Always inlined, so
 // that inside a kernel's target region the loops are vectorised for that target (called, it
 // ran as baseline SSE2 code, once per query row of every work item and per key).
-[[gnu::always_inline]] inline void rotate_row(const float* src, std::int64_t step, std::int64_t dim, float mul,
-                       const RopeTables& t, const float* cos, const float* sin, float* dst) {
+[[gnu::always_inline]] inline void rotate_row(const float* src, std::int64_t step, std::int64_t dim,
+                                              float mul, const RopeTables& t, const float* cos,
+                                              const float* sin, float* dst) {
   if (step == 1) {  // contiguous rows vectorise
     for (std::int64_t d = 0; d < dim; ++d) dst[d] = src[d] * mul;
   } else {
