@@ -38,7 +38,8 @@ def select(seq, profile=None):
 def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=None, bias=None,
               scale=None, window=None, window_right=None, global_tokens=None, feature_map=None,
               features=None, proj_len=None, seed=0, return_lse=False, return_weights=False,
-              threads=0, layout="bhsd", out=None, return_record=False, profile=None):
+              threads=0, layout="bhsd", out=None, return_record=False, profile=None,
+              max_error=None, rope=None, alibi=None):
     """out = softmax(q kᵀ·scale + mask) v over the chosen variant.
 
     q [B, H_q, S_q, D], k [B, H_kv, S_k, D], v [B, H_kv, S_k, D_v] with layout="bhsd"
@@ -51,7 +52,12 @@ def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=
     `profile`). causal: key j visible to query i iff j <= i + S_k - S_q (aligned at the end).
     key_lengths: per-batch number of valid keys. mask: boolean, True = visible, broadcastable
     to the scores [B, H_q, S_q, S_k]; bias: float32 added to the scaled scores (dense).
-    scale: default 1/sqrt(D) (linear elu1/relu: none, see the C++ LinearSpec).
+    scale: default 1/sqrt(D) (linear elu1/relu: none, see the C++ LinearSpec). max_error:
+    with variant="auto" and a calibrated profile, the fastest variant within this error.
+    rope: rotary embeddings applied inside the kernel (dense, sliding-window): a theta, or a
+    dict(theta=10000, dims=0 (all D), layout="halves" | "interleaved", offset=0,
+    linear_scaling=1, q_positions=None, k_positions=None). alibi: True (the published slopes),
+    a sequence of per-head slopes, or dict(slopes=None, form="causal" | "symmetric").
 
     Returns out (shaped like q with D_v), followed by lse [B, H_q, S_q] (float32) if
     return_lse, the weights [B, H_q, S_q, S_k] (float32) if return_weights, and the
@@ -81,7 +87,8 @@ def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=
     lse = empty(q, (b, h_q, s_q), float32=True) if return_lse else None
     weights = empty(q, (b, h_q, s_q, s_k), float32=True) if return_weights else None
     opts = make_options(variant, causal, key_lengths, scale, window, window_right,
-                        global_tokens, feature_map, features, proj_len, seed, threads, profile)
+                        global_tokens, feature_map, features, proj_len, seed, threads, profile,
+                        max_error, rope, alibi)
     record = _seqattn.attend(
         q4, k4, v4, result if out is None else as_4d("out", out, layout), opts,
         mask=None if mask is None else scores_4d("mask", mask, rank),

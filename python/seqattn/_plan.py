@@ -16,15 +16,17 @@ class KvCache:
     KvCache(batch, heads_kv, capacity, dim, dim_v=None, *, dtype="float32", mode="linear").
     dtype: "float32", "bfloat16" or "float16" (or a numpy/torch dtype); mode: "linear"
     (positions 0, 1, ...; appending past capacity is an error) or "ring" (the last `capacity`
-    tokens, for sliding-window models). Appends and runs may come from different Python
+    tokens, for sliding-window models). rope: as attention()'s; each appended key is rotated
+    once at its position, and plans over the cache must carry the same rope. Appends and runs
+    may come from different Python
     threads: an append waits for the runs reading the cache, and the runs for the append.
     """
 
     def __init__(self, batch, heads_kv, capacity, dim, dim_v=None, *, dtype="float32",
-                 mode="linear"):
+                 mode="linear", rope=None):
         self._cache = _seqattn.KvCache(int(batch), int(heads_kv), int(capacity), int(dim),
                                        int(dim if dim_v is None else dim_v), _dtype_name(dtype),
-                                       mode)
+                                       mode, rope)
 
     def append(self, k, v, *, batch=None, layout="bhsd"):
         """Appends n tokens to every sequence (k [B, H_kv, n, D], v [B, H_kv, n, D_v]), or to

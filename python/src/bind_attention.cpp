@@ -61,7 +61,8 @@ AttentionOptions make_options(const std::string& variant, bool causal,
                               const std::vector<std::int64_t>& global_tokens,
                               const std::string& feature_map, std::int64_t features,
                               std::optional<std::int64_t> proj_len, std::uint64_t seed, int threads,
-                              const std::optional<std::string>& profile) {
+                              const std::optional<std::string>& profile,
+                              std::optional<double> max_error, py::handle rope, py::handle alibi) {
   AttentionOptions o;
   o.variant = variant_spec(variant, window, window_right, global_tokens, feature_map, features,
                            proj_len, seed, profile);
@@ -69,6 +70,9 @@ AttentionOptions make_options(const std::string& variant, bool causal,
   o.mask.key_lengths = key_lengths;
   o.scale = scale;
   o.threads = threads;
+  if (auto* automatic = std::get_if<AutoSpec>(&o.variant)) automatic->max_error = max_error;
+  o.rope = parse_rope(rope);
+  o.alibi = parse_alibi(alibi);
   return o;
 }
 
@@ -188,7 +192,8 @@ void register_attention(py::module_& m) {
   m.def("options", &make_options, py::arg("variant"), py::arg("causal"), py::arg("key_lengths"),
         py::arg("scale"), py::arg("window"), py::arg("window_right"), py::arg("global_tokens"),
         py::arg("feature_map"), py::arg("features"), py::arg("proj_len"), py::arg("seed"),
-        py::arg("threads"), py::arg("profile"));
+        py::arg("threads"), py::arg("profile"), py::arg("max_error"), py::arg("rope"),
+        py::arg("alibi"));
   m.def("attend", &attend_arrays, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
         py::arg("options"), py::arg("mask"), py::arg("bias"), py::arg("lse"), py::arg("weights"),
         py::arg("layout"));

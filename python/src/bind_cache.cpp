@@ -55,13 +55,13 @@ void register_cache(py::module_& m) {
   py::class_<PyKvCache>(m, "KvCache")
       .def(py::init([](std::int64_t batch, std::int64_t heads_kv, std::int64_t capacity,
                        std::int64_t dim, std::int64_t dim_v, const std::string& dtype,
-                       const std::string& mode) {
-             return std::make_unique<PyKvCache>(
-                 KvCacheShape{batch, heads_kv, capacity, dim, dim_v, parse_dtype(dtype)},
-                 parse_mode(mode));
+                       const std::string& mode, py::handle rope) {
+             return std::make_unique<PyKvCache>(KvCacheShape{batch, heads_kv, capacity, dim, dim_v,
+                                                             parse_dtype(dtype), parse_rope(rope)},
+                                                parse_mode(mode));
            }),
            py::arg("batch"), py::arg("heads_kv"), py::arg("capacity"), py::arg("dim"),
-           py::arg("dim_v"), py::arg("dtype"), py::arg("mode"))
+           py::arg("dim_v"), py::arg("dtype"), py::arg("mode"), py::arg("rope"))
       .def("append", &append, py::arg("k"), py::arg("v"), py::arg("batch"), py::arg("layout"))
       .def("clear", &clear, py::arg("batch"))
       .def("length",

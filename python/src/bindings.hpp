@@ -21,4 +21,10 @@ void register_mha(py::module_& m);        // bind_mha.cpp: MultiHeadAttention
 AttentionOptions with_masks(const AttentionOptions& options, py::handle keep, py::handle bias,
                             const std::array<std::int64_t, 4>& scores);
 
+// rope=: None, a theta, or a dict of RotaryEmbedding's fields ("layout": "halves" |
+// "interleaved"); alibi=: None/False, True (the published slopes), slopes, or a dict
+// {"slopes", "form": "causal" | "symmetric"}. TypeError/ValueError naming the argument.
+std::optional<RotaryEmbedding> parse_rope(py::handle rope, const std::string& name = "rope");
+std::optional<Alibi> parse_alibi(py::handle alibi);
+
 }  // namespace seqattn::python
