@@ -39,6 +39,12 @@ struct MhaConfig {
   bool output_projection = true;
   VariantSpec variant = DenseSpec{};  // any variant, exactly as in attend()
   int threads = 0;                    // 0 = all available cores
+  // Positional encodings: the sinusoidal absolute one (Vaswani et al.) added to the inputs
+  // before the projections (positions 0..S-1 of each sequence; the inputs are not modified),
+  // and RoPE / ALiBi inside the attention kernel (AttentionOptions::rope / ::alibi).
+  bool sinusoidal_positions = false;
+  std::optional<RotaryEmbedding> rope{};
+  std::optional<Alibi> alibi{};
 };
 
 enum class Projection { kQuery, kKey, kValue, kOutput };

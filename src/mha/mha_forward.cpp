@@ -2,9 +2,11 @@
 // strided views (no transposing copies), attention by attend() for any variant.
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "gemm/gemm.hpp"
 #include "mha/mha_impl.hpp"
@@ -92,10 +94,33 @@ void MultiHeadAttention::Impl::check_ready() const {
   }
 }
 
+namespace {
+
+// x plus the sinusoidal encoding as a contiguous copy kept in `store` (the caller's x is
+// read, never written: out may alias it).
+SequenceView<const float> with_positions(const SequenceView<const float>& x,
+                                         std::vector<float>& store) {
+  const std::int64_t rows = x.batch * x.seq, f = x.features;
+  store = detail::checked_vector<float>(detail::checked_product({rows, f}, "x"), "x");
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::copy(x.data + r * x.stride(), x.data + r * x.stride() + f, store.data() + r * f);
+  }
+  add_sinusoidal_positions(
+      Tensor{store.data(), {x.batch, 1, x.seq, f}, {x.seq * f, x.seq * f, f, 1}});
+  return {store.data(), x.batch, x.seq, f, 0};
+}
+
+}  // namespace
+
 MhaRecord MultiHeadAttention::forward(const SequenceView<const float>& x,
                                       const SequenceView<float>& out, const Mask& mask,
                                       const std::optional<Tensor>& weights) {
   check_sequence("x", x, impl_->config.d_model);
+  if (impl_->config.sinusoidal_positions) {
+    std::vector<float> store;
+    const SequenceView<const float> xp = with_positions(x, store);
+    return run_forward(xp, xp, true, out, mask, weights);
+  }
   return run_forward(x, x, true, out, mask, weights);
 }
 
@@ -107,6 +132,11 @@ MhaRecord MultiHeadAttention::forward(const SequenceView<const float>& x_q,
   check_sequence("x_kv", x_kv, impl_->config.d_model);
   if (x_kv.batch != x_q.batch)
     detail::fail("x_kv.batch", str(x_q.batch) + " (x_q's batch)", str(x_kv.batch));
+  if (impl_->config.sinusoidal_positions) {
+    std::vector<float> q_store, kv_store;
+    return run_forward(with_positions(x_q, q_store), with_positions(x_kv, kv_store), false, out,
+                       mask, weights);
+  }
   return run_forward(x_q, x_kv, false, out, mask, weights);
 }
 
@@ -190,6 +220,8 @@ MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
   options.mask = mask;
   options.weights = weights;
   options.threads = threads;
+  options.rope = m.config.rope;
+  options.alibi = m.config.alibi;
   record.attention = attend(qv, kvw, vv, ov, options);
   const auto attn_stop = Clock::now();
 
