@@ -95,6 +95,32 @@ def plot_decode(ax, decode):
     ax.legend(fontsize=7, loc="upper right")
 
 
+FAMILY_STYLES = {"uniform": ("-", "o"), "decaying": ("--", "s"), "anchors": (":", "^"),
+                 "lowrank": ("-.", "d")}
+
+
+def plot_errors(ax, points):
+    """Error against exact dense per S: one color per variant, one line style per input family."""
+    lines = {}
+    for p in points:
+        if p.get("relative_error") is None:
+            continue
+        lines.setdefault((p["variant"], p["family"]), []).append((p["seq"], p["relative_error"]))
+    for (variant, family), pts in sorted(lines.items()):
+        pts.sort()
+        style, marker = FAMILY_STYLES.get(family, ("-", "o"))
+        # Exact points (error 0) sit on the floor of the log axis.
+        ax.plot([x for x, _ in pts], [max(y, 1e-8) for _, y in pts], style, marker=marker,
+                markersize=3, color=COLORS.get(variant, "black"), label=f"{variant}, {family}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length S")
+    ax.set_ylabel("max|out - dense| / max|dense| (1e-8 = exact)")
+    ax.set_title("error vs exact dense by input family")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=6, loc="lower right", ncol=2)
+
+
 def main(argv):
     if len(argv) != 3:
         sys.stderr.write(__doc__)
@@ -108,12 +134,17 @@ def main(argv):
     styles = ["-", "--", ":", "-."]
 
     decode = report.get("decode")
-    if decode and decode.get("points"):
-        fig, (ax, ax_decode) = plt.subplots(2, 1, figsize=(9, 11), dpi=110,
-                                            gridspec_kw={"height_ratios": [6, 5]})
-    else:
-        fig, ax = plt.subplots(figsize=(9, 6), dpi=110)
-        ax_decode = None
+    errors = report.get("accuracy_by_family", [])
+    panels = ["time"] + (["errors"] if errors else []) + \
+        (["decode"] if decode and decode.get("points") else [])
+    heights = {"time": 6, "errors": 5, "decode": 5}
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, sum(heights[p] for p in panels) + 0.5),
+                             dpi=110, gridspec_kw={"height_ratios": [heights[p] for p in panels]},
+                             squeeze=False)
+    by_panel = {name: axes[i][0] for i, name in enumerate(panels)}
+    ax, ax_decode = by_panel["time"], by_panel.get("decode")
+    if errors:
+        plot_errors(by_panel["errors"], errors)
     for (variant, threads), (xs, ys) in sorted(lines.items()):
         style = styles[thread_counts.index(threads) % len(styles)]
         label = f"{variant}, {threads} thr, {fits.get((variant, threads), '')}"

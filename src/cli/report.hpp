@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,9 @@ struct HalfReport {
 };
 
 struct AccuracyReport;  // report_accuracy.hpp
+
+// The header of a table with one column per approximate variant (dense left out), rows by S.
+void approximation_columns(std::ostream& md, const std::vector<std::string>& variants);
 
 // Fits, crossovers, and the three files. Returns the scaling.md text (also printed).
 std::string write_report(const ReportConfig& config, const std::vector<ReportPoint>& points,

@@ -71,18 +71,14 @@ void accuracy_markdown(std::ostream& md, const ReportConfig& c, const AccuracyRe
         "to "
      << c.error_rows
      << " evenly spaced query rows (exact dense for those rows), one table per family: "
-        "`uniform` (q, k, v uniform in [-1, 1): near-uniform attention), `decaying` (q, k a "
-        "shared per-head component plus noise, RoPE-rotated: attention peaked at the diagonal "
-        "and decaying with distance), `anchors` (decaying plus tokens 0-3 that every query "
-        "attends to), `lowrank` (rank-8 q and k). Values stay uniform.\n";
+        "`uniform` (q, k, v uniform in [-1, 1): near-uniform attention), `decaying` (q and k "
+        "share a smooth random process and a constant part, RoPE-rotated: attention peaked at "
+        "the diagonal over about a dozen tokens, with a tail), `anchors` (decaying plus four "
+        "sink tokens, 0-3, that every query attends to), `lowrank` (rank-8 q and k). Values stay "
+        "uniform.\n";
   for (const InputFamily family : all_input_families()) {
-    md << "\n### " << to_string(family) << "\n\n| S |";
-    for (const std::string& v : c.variants) {
-      if (v != "dense") md << " " << v << " |";
-    }
-    md << "\n|---:|";
-    for (std::size_t i = 1; i < c.variants.size(); ++i) md << "---:|";
-    md << "\n";
+    md << "\n### " << to_string(family) << "\n\n";
+    approximation_columns(md, c.variants);
     for (const std::int64_t seq : c.seqs) {
       md << "| " << seq << " |";
       for (const std::string& v : c.variants) {

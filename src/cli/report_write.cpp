@@ -159,17 +159,26 @@ void time_table(std::ostream& md, const ReportConfig& c, const std::vector<Repor
   }
 }
 
+}  // namespace
+
+void approximation_columns(std::ostream& md, const std::vector<std::string>& variants) {
+  md << "| S |";
+  for (const std::string& v : variants) {
+    if (v != "dense") md << " " << v << " |";
+  }
+  md << "\n|---:|";
+  for (std::size_t i = 1; i < variants.size(); ++i) md << "---:|";
+  md << "\n";
+}
+
+namespace {
+
 void error_table(std::ostream& md, const ReportConfig& c, const std::vector<ReportPoint>& points) {
   md << "\n## Relative error vs exact dense\n\nmax |out - dense| / max |dense| on the same "
         "random inputs (uniform [-1, 1)). Where dense itself was skipped, dense is computed on "
      << c.error_rows << " evenly spaced query rows only (exact for those rows) and the error is "
-     << "over those rows (marked *).\n\n| S |";
-  for (const std::string& v : c.variants) {
-    if (v != "dense") md << " " << v << " |";
-  }
-  md << "\n|---:|";
-  for (std::size_t i = 1; i < c.variants.size(); ++i) md << "---:|";
-  md << "\n";
+     << "over those rows (marked *).\n\n";
+  approximation_columns(md, c.variants);
   for (const std::int64_t seq : c.seqs) {
     md << "| " << seq << " |";
     for (const std::string& v : c.variants) {
