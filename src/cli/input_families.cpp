@@ -1,8 +1,10 @@
 #include "cli/input_families.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
+#include "runtime/positional.hpp"
 #include "seqattn/error.hpp"
 
 namespace seqattn::cli {
@@ -11,17 +13,16 @@ namespace {
 constexpr std::int64_t kAnchorTokens = 4;
 constexpr std::int64_t kRank = 8;
 
-// RoPE (halves layout, theta 10000) of one row at position pos, in place: the decay with
-// distance of a shared component comes from its pairs drifting out of phase.
-void rotate(float* x, std::int64_t dim, std::int64_t pos) {
-  const std::int64_t half = dim / 2;
-  for (std::int64_t p = 0; p < half; ++p) {
-    const double angle = static_cast<double>(pos) * std::pow(10000.0, -2.0 * p / dim);
-    const double c = std::cos(angle), s = std::sin(angle);
-    const double a = x[p], b = x[p + half];
-    x[p] = static_cast<float>(a * c - b * s);
-    x[p + half] = static_cast<float>(a * s + b * c);
-  }
+// The library's RoPE (halves layout, theta 10000) of one row at position pos, in place: the
+// decay with distance of a shared component comes from its pairs drifting out of phase.
+// scratch: 2·D floats.
+void rotate(const detail::RopeTables& rope, float* x, std::int64_t dim, std::int64_t pos,
+            std::vector<float>& scratch) {
+  float* row = scratch.data();
+  float* cos = row + dim;
+  std::copy(x, x + dim, row);
+  detail::rope_angles(rope, pos, cos, cos + rope.half);
+  detail::rotate_row(row, 1, dim, 1.0f, rope, cos, cos + rope.half, x);
 }
 
 // Per kv head: q_i = R(i)(c + a·u_i + 0.3·n_i) and k_j = R(j)(c + a·u_j + 0.3·n'_j), shared
@@ -41,6 +42,9 @@ void decaying(Workload& w, bool anchors, std::uint64_t seed, std::mt19937_64& no
   const float a = std::sqrt(1.75f);
   std::vector<float> c(static_cast<std::size_t>(s.dim)), u(c.size());
   const std::int64_t group = s.heads / s.kv_heads;
+  detail::RopeTables rope;
+  detail::init_cache_rope(rope, RotaryEmbedding{}, s.dim);
+  std::vector<float> scratch(static_cast<std::size_t>(2 * s.dim));
   const auto fill = [&](std::vector<float>& x, std::int64_t heads, bool queries) {
     for (std::int64_t bh = 0; bh < s.batch * heads; ++bh) {
       const std::int64_t b = bh / heads, h = bh % heads;
@@ -54,7 +58,7 @@ void decaying(Workload& w, bool anchors, std::uint64_t seed, std::mt19937_64& no
           if (i > 0) u[d] = rho * u[d] + innovation * normal(shared);
           row[d] = c[d] + a * u[d] + 0.3f * normal(noise_gen);
         }
-        rotate(row, s.dim, i);
+        rotate(rope, row, s.dim, i, scratch);
         if (!anchors) continue;
         const float sink = queries || i < kAnchorTokens ? 6.93f : 0.0f;
         row[s.dim / 2 - 1] = row[s.dim - 1] = sink;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -108,8 +109,11 @@ struct HalfReport {
 
 struct AccuracyReport;  // report_accuracy.hpp
 
-// The header of a table with one column per approximate variant (dense left out), rows by S.
-void approximation_columns(std::ostream& md, const std::vector<std::string>& variants);
+// A markdown table with one row per S and one column per approximate variant (dense left
+// out); cell(seq, variant) gives each cell's text ("-" when nothing was measured).
+void approximation_table(std::ostream& md, const std::vector<std::string>& variants,
+                         const std::vector<std::int64_t>& seqs,
+                         const std::function<std::string(std::int64_t, const std::string&)>& cell);
 
 // Fits, crossovers, and the three files. Returns the scaling.md text (also printed).
 std::string write_report(const ReportConfig& config, const std::vector<ReportPoint>& points,

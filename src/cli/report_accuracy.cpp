@@ -78,22 +78,16 @@ void accuracy_markdown(std::ostream& md, const ReportConfig& c, const AccuracyRe
         "uniform.\n";
   for (const InputFamily family : all_input_families()) {
     md << "\n### " << to_string(family) << "\n\n";
-    approximation_columns(md, c.variants);
-    for (const std::int64_t seq : c.seqs) {
-      md << "| " << seq << " |";
-      for (const std::string& v : c.variants) {
-        if (v == "dense") continue;
-        std::string cell = "-";
-        for (const FamilyErrorPoint& p : all) {
-          if (p.family != family || p.seq != seq || p.variant != v) continue;
-          char text[32];
-          std::snprintf(text, sizeof text, "%.2e", p.error);
-          cell = text;
-        }
-        md << " " << cell << " |";
+    approximation_table(md, c.variants, c.seqs, [&](std::int64_t seq, const std::string& v) {
+      std::string cell = "-";
+      for (const FamilyErrorPoint& p : all) {
+        if (p.family != family || p.seq != seq || p.variant != v) continue;
+        char text[32];
+        std::snprintf(text, sizeof text, "%.2e", p.error);
+        cell = text;
       }
-      md << "\n";
-    }
+      return cell;
+    });
   }
   md << "\nThe accuracy pass took " << static_cast<int>(a.elapsed_seconds + 0.5) << " s.\n";
 }

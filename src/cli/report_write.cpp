@@ -161,7 +161,9 @@ void time_table(std::ostream& md, const ReportConfig& c, const std::vector<Repor
 
 }  // namespace
 
-void approximation_columns(std::ostream& md, const std::vector<std::string>& variants) {
+void approximation_table(std::ostream& md, const std::vector<std::string>& variants,
+                         const std::vector<std::int64_t>& seqs,
+                         const std::function<std::string(std::int64_t, const std::string&)>& cell) {
   md << "| S |";
   for (const std::string& v : variants) {
     if (v != "dense") md << " " << v << " |";
@@ -169,6 +171,13 @@ void approximation_columns(std::ostream& md, const std::vector<std::string>& var
   md << "\n|---:|";
   for (std::size_t i = 1; i < variants.size(); ++i) md << "---:|";
   md << "\n";
+  for (const std::int64_t seq : seqs) {
+    md << "| " << seq << " |";
+    for (const std::string& v : variants) {
+      if (v != "dense") md << " " << cell(seq, v) << " |";
+    }
+    md << "\n";
+  }
 }
 
 namespace {
@@ -178,23 +187,16 @@ void error_table(std::ostream& md, const ReportConfig& c, const std::vector<Repo
         "random inputs (uniform [-1, 1)). Where dense itself was skipped, dense is computed on "
      << c.error_rows << " evenly spaced query rows only (exact for those rows) and the error is "
      << "over those rows (marked *).\n\n";
-  approximation_columns(md, c.variants);
-  for (const std::int64_t seq : c.seqs) {
-    md << "| " << seq << " |";
-    for (const std::string& v : c.variants) {
-      if (v == "dense") continue;
-      std::string cell = "-";
-      for (const ReportPoint& p : points) {
-        if (p.seq != seq || p.variant != v || !p.relative_error) continue;
-        char text[48];
-        std::snprintf(text, sizeof text, "%.2e%s", *p.relative_error,
-                      p.error_rows < seq ? "*" : "");
-        cell = text;
-      }
-      md << " " << cell << " |";
+  approximation_table(md, c.variants, c.seqs, [&](std::int64_t seq, const std::string& v) {
+    std::string cell = "-";
+    for (const ReportPoint& p : points) {
+      if (p.seq != seq || p.variant != v || !p.relative_error) continue;
+      char text[48];
+      std::snprintf(text, sizeof text, "%.2e%s", *p.relative_error, p.error_rows < seq ? "*" : "");
+      cell = text;
     }
-    md << "\n";
-  }
+    return cell;
+  });
   md << "\nSliding window is exact while S <= 2·window + 1. Beyond that, and for linear and "
         "Linformer at any S, these are different functions from softmax attention, not rounding: "
         "with uniform random inputs every query spreads its weight over many keys, so the dense "

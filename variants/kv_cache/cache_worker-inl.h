@@ -133,8 +133,13 @@ class CacheWorker {
       const float* src = p_.q.ptr(b_, hk_ * p_.group + row % p_.group, row / p_.group);
       float* dst = q() + r * dim;
       if (rope_ != nullptr) {  // at its absolute position, as the keys were on append
+        // The group's query heads share a position (rows i·group + head): one set of angles.
         float* cos = angles_.data();
-        rope_angles(*rope_, rope_->options.offset + position(r), cos, cos + rope_->half);
+        const std::int64_t pos = rope_->options.offset + position(r);
+        if (r == 0 || pos != angles_position_) {
+          rope_angles(*rope_, pos, cos, cos + rope_->half);
+          angles_position_ = pos;
+        }
         rotate_row(src, step, dim, mul, *rope_, cos, cos + rope_->half, dst);
       } else {
         for (std::int64_t d = 0; d < dim; ++d) dst[d] = src[d * step] * mul;
@@ -277,5 +282,6 @@ class CacheWorker {
   std::array<CacheKeyRange, kCacheRowTile> ranges_{};
   const RopeTables* rope_;
   const PositionalTables* alibi_;  // null without ALiBi
-  std::vector<float> angles_;      // cos, sin of one query row
+  std::vector<float> angles_;      // cos, sin of one query position
+  std::int64_t angles_position_ = 0;
 };
