@@ -1,7 +1,9 @@
-// What RoPE and ALiBi cost inside the dense kernel: one-shot attend() at S = 4096 (B = 1,
-// H = 8) without an encoding, with RoPE fused into the kernel's packing, with RoPE as a user
-// would add it without the fusion (a separate vectorised rotation pass over q and k into
-// copies, then attend), and with ALiBi. Compare the medians of one run:
+// What RoPE and ALiBi cost inside the kernels: one-shot attend() (B = 1, H = 8) without an
+// encoding, with RoPE fused into the kernel's packing, with RoPE as a user would add it
+// without the fusion (a separate vectorised rotation pass over q and k into copies, then
+// attend), and with ALiBi; for causal dense attention at S = 4096 and non-causal linear
+// attention (elu+1, no ALiBi) at S = 65536, where the O(S·D) rotation is a larger share of
+// the O(S·D²) work. Compare the medians of one run:
 //   build/release/bench/bench_positional --benchmark_repetitions=5
 //     --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 // (one command line).
@@ -75,13 +77,19 @@ struct Inputs {
   }
 };
 
-// Args: S, D, mode, threads (0 = all cores).
+enum Variant : std::int64_t { kDenseCausal, kLinear };
+
+// Args: S, D, mode, variant, threads (0 = all cores).
 void BM_Positional(benchmark::State& state) {
   Inputs in(state.range(0), state.range(1));
   const auto mode = static_cast<Mode>(state.range(2));
   seqattn::AttentionOptions options;
-  options.mask.causal = true;
-  options.threads = static_cast<int>(state.range(3));
+  if (state.range(3) == kLinear) {
+    options.variant = seqattn::LinearSpec{};
+  } else {
+    options.mask.causal = true;
+  }
+  options.threads = static_cast<int>(state.range(4));
   if (mode == kRopeFused) options.rope = seqattn::RotaryEmbedding{};
   if (mode == kAlibi) options.alibi = seqattn::Alibi{};
   seqattn::RunRecord record;
@@ -99,9 +107,19 @@ void BM_Positional(benchmark::State& state) {
       record.flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
   state.SetLabel(record.simd_target);
 }
+void Cases(benchmark::internal::Benchmark* b) {
+  for (const std::int64_t d : {64, 128}) {
+    for (const Mode mode : {kNone, kRopeFused, kRopeSeparatePass, kAlibi}) {
+      b->Args({4096, d, mode, kDenseCausal, 1});
+    }
+    for (const Mode mode : {kNone, kRopeFused, kRopeSeparatePass}) {
+      b->Args({65536, d, mode, kLinear, 1});
+    }
+  }
+}
 BENCHMARK(BM_Positional)
-    ->ArgNames({"S", "D", "mode", "threads"})
-    ->ArgsProduct({{4096}, {64, 128}, {kNone, kRopeFused, kRopeSeparatePass, kAlibi}, {1}})
+    ->ArgNames({"S", "D", "mode", "variant", "threads"})
+    ->Apply(Cases)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -103,9 +103,11 @@ struct AttentionOptions {
   std::optional<float> scale;     // finite, > 0; default 1/√D (linear elu1/relu: see LinearSpec)
   std::optional<Tensor> weights;  // optional output [B, H_q, S_q, S_k] (dense, sliding window)
   std::optional<Tensor> lse;      // optional output [B, H_q, S_q, 1]: per-row log-sum-exp
-  // Positional encodings inside the kernels (seqattn/positional.hpp): dense and sliding
-  // window, over (q, k, v) or a KvCache. Linear attention and Linformer refuse them with
-  // Error(kNotImplemented).
+  // Positional encodings inside the kernels (seqattn/positional.hpp). RoPE: dense, sliding
+  // window, linear attention (q and k rotated before the feature map) and Linformer (keys
+  // rotated before the projection), over (q, k, v) or a KvCache. ALiBi: dense and sliding
+  // window; linear attention and Linformer have no key distances and refuse it
+  // (Error kUnsupported). Ring attention refuses both (kNotImplemented).
   std::optional<RotaryEmbedding> rope;
   std::optional<Alibi> alibi;
   int threads = 0;  // 0 = all available cores

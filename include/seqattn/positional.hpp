@@ -20,7 +20,10 @@ enum class RopeLayout {
 // Rotary position embedding (Su et al., RoFormer): pair p of the first `dims` dimensions of
 // q and k is rotated by the angle (position / linear_scaling) · theta^(-2p / dims); the
 // remaining D - dims dimensions pass unchanged (partial rotary, e.g. dims = D/4). Scores then
-// depend on q and k only through their relative position.
+// depend on q and k only through their relative position. Linear attention rotates q and k
+// before its feature map, φ(R_i q_i)·φ(R_j k_j) (the rotation applied to Q and K as everywhere
+// else; not RoFormer's eq. 19, which rotates φ(q), φ(k) in the numerator only), and Linformer
+// rotates each key at its position before projecting, (R_i q_i)·Σ_j E[r, j] R_j k_j.
 struct RotaryEmbedding {
   double theta = 10000.0;  // base θ: finite, > 0
   std::int64_t dims = 0;   // rotated dimensions: even, in [2, D]; 0 = all D (D even)

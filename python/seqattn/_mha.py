@@ -22,15 +22,18 @@ class MultiHeadAttention:
     """out = concat_h(attention(x W_Qh, x W_Kh, x W_Vh)) W_O, on seqattn's kernels.
 
     MultiHeadAttention(embed_dim, num_heads, *, bias=True, batch_first=False,
-    num_kv_heads=None, output_projection=True, **options): options are attention()'s
-    (variant, window, feature_map, threads, ...). Load weights with from_torch(module) or
+    num_kv_heads=None, output_projection=True, sinusoidal_positions=False, **options): options
+    are attention()'s (variant, window, feature_map, threads, rope, alibi, ...; not scale: the
+    layer scales by 1/sqrt(d_k) as nn.MultiheadAttention does). sinusoidal_positions adds
+    Vaswani et al.'s encoding (positions 0..S-1) to a copy of the inputs before the
+    projections; rope and alibi act inside attention. Load weights with from_torch(module) or
     set_weights(); forward() computes no gradients (run it under torch.no_grad()).
     Inputs that are not [B, S, E] row-major (batch_first=False with B > 1, or a strided view)
     are copied once into that layout; attention itself reads the projections in place.
     """
 
     def __init__(self, embed_dim, num_heads, *, bias=True, batch_first=False, num_kv_heads=None,
-                 output_projection=True, **options):
+                 output_projection=True, sinusoidal_positions=False, **options):
         self.embed_dim = int(embed_dim)
         self.num_heads = int(num_heads)
         self.batch_first = bool(batch_first)
@@ -39,7 +42,8 @@ class MultiHeadAttention:
         self._compiled = {}  # causal flag -> Options: built once, not on every forward()
         self._layer = _seqattn.MultiHeadAttention(
             self.embed_dim, self.num_heads, int(num_kv_heads or 0), self.bias,
-            bool(output_projection), self._options_for(options.get("causal", False)))
+            bool(output_projection), bool(sinusoidal_positions),
+            self._options_for(options.get("causal", False)))
 
     @classmethod
     def from_torch(cls, module, **options):

@@ -92,7 +92,16 @@ void register_mha(py::module_& m) {
       .def_readonly("projection_flops", &MhaRecord::projection_flops);
   py::class_<PyMha>(m, "MultiHeadAttention")
       .def(py::init([](std::int64_t d_model, std::int64_t num_heads, std::int64_t num_kv_heads,
-                       bool bias, bool output_projection, const AttentionOptions& options) {
+                       bool bias, bool output_projection, bool sinusoidal_positions,
+                       const AttentionOptions& options) {
+             // The layer scales by 1/√d_k as nn.MultiheadAttention does: a scale would be lost.
+             if (options.scale) {
+               throw py::value_error(
+                   "scale: MultiHeadAttention scales scores by 1/sqrt(d_k) as "
+                   "torch.nn.MultiheadAttention does; expected no scale, got " +
+                   std::to_string(*options.scale) +
+                   " (use seqattn.attention on your own projections for another scale)");
+             }
              MhaConfig c;
              c.d_model = d_model;
              c.num_heads = num_heads;
@@ -101,10 +110,13 @@ void register_mha(py::module_& m) {
              c.output_projection = output_projection;
              c.variant = options.variant;
              c.threads = options.threads;
+             c.sinusoidal_positions = sinusoidal_positions;
+             c.rope = options.rope;
+             c.alibi = options.alibi;
              return std::make_unique<PyMha>(c);
            }),
            py::arg("d_model"), py::arg("num_heads"), py::arg("num_kv_heads"), py::arg("bias"),
-           py::arg("output_projection"), py::arg("options"))
+           py::arg("output_projection"), py::arg("sinusoidal_positions"), py::arg("options"))
       .def("set_weight", &set_weight, py::arg("which"), py::arg("weight"))
       .def("set_bias", &set_bias, py::arg("which"), py::arg("bias"))
       .def("out_features",

@@ -9,6 +9,7 @@
 
 #include "api/kv_cache_access.hpp"
 #include "api/plan_state.hpp"
+#include "runtime/positional.hpp"
 #include "runtime/staging.hpp"
 #include "runtime/threads.hpp"
 #include "runtime/validate.hpp"
@@ -146,6 +147,9 @@ RunRecord run_f32(const detail::PlanState& st, const ConstTensor& q, const Const
   const detail::Problem p = detail::bind_problem(st.planned, q, k, v, out, outputs);
   // The variant's limits on per-call outputs (weights, lse) are known only now.
   if (p.weights || p.lse) st.impl->check(p, st.spec);
+  // RoPE's tables are built here, on the calling thread, before any thread team: the kernels
+  // then only read them (std::bad_alloc inside an OpenMP region would terminate).
+  if (const detail::RopeTables* rope = detail::rope_of(p.positional.get())) rope->rows();
   st.prepared->run(p);
   return record_of(st, st.cost, p.threads, start);
 }

@@ -2,6 +2,7 @@
 // of seqattn/positional.hpp.
 #include "runtime/positional.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -68,37 +69,42 @@ void rope_base(detail::RopeTables& t, const RotaryEmbedding& r, std::int64_t dim
   }
 }
 
-// cos/sin [rows, half] for row r at positions[r] (or first + r) + offset. Consecutive
-// positions advance each pair's angle by one rotation in double, (c, s)·(cos ω, sin ω): 4
-// multiplies per entry instead of a cos and a sin (a one-shot attend() builds its plan's
-// tables on every call: 2·S·D/2 entries). The recurrence drifts by about 1e-16 per row, so
-// below 1e-9 for S < 2^23, far under float's rounding. Explicit positions are computed one by
-// one.
-void fill_rows(const detail::RopeTables& t, std::int64_t rows, std::int64_t first,
-               std::int64_t offset, const std::vector<std::int64_t>& positions,
-               std::vector<float>& cos, std::vector<float>& sin) {
-  const auto n = static_cast<std::size_t>(rows * t.half);
-  cos.resize(n);
-  sin.resize(n);
-  if (!positions.empty()) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      detail::rope_angles(t, offset + positions[static_cast<std::size_t>(r)],
-                          cos.data() + r * t.half, sin.data() + r * t.half);
-    }
-    return;
+// cos/sin [positions, half] of pair p at offset + positions[r], one by one.
+void explicit_rows(const detail::RopeTables& t, std::int64_t offset,
+                   const std::vector<std::int64_t>& positions, std::vector<float>& cos,
+                   std::vector<float>& sin) {
+  const auto rows = static_cast<std::int64_t>(positions.size());
+  cos.resize(static_cast<std::size_t>(rows * t.half));
+  sin.resize(cos.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    detail::rope_angles(t, offset + positions[static_cast<std::size_t>(r)], cos.data() + r * t.half,
+                        sin.data() + r * t.half);
   }
-  for (std::int64_t p = 0; p < t.half; ++p) {
-    const double w = t.frequencies[static_cast<std::size_t>(p)];
-    const double step_c = std::cos(w), step_s = std::sin(w);
-    const double start = static_cast<double>(offset + first) * w;
-    double c = std::cos(start), s = std::sin(start);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      cos[static_cast<std::size_t>(r * t.half + p)] = static_cast<float>(c);
-      sin[static_cast<std::size_t>(r * t.half + p)] = static_cast<float>(s);
-      const double next_c = c * step_c - s * step_s;
-      s = s * step_c + c * step_s;
-      c = next_c;
-    }
+}
+
+// The two-level tables of the default positions (see RopeRows): indices 0.. cover query
+// rows at offset + S_k - S_q + i and key rows at offset + j (queries may start before the
+// keys when S_q > S_k).
+void default_rows(const detail::RopeTables& t, detail::RopeRows& rows) {
+  constexpr std::int64_t kFine = detail::RopeRows::kFine;
+  const std::int64_t q_start = t.seq_k - t.seq_q;
+  const std::int64_t lowest = std::min<std::int64_t>(0, q_start);
+  rows.q_first = q_start - lowest;
+  rows.k_first = -lowest;
+  const std::int64_t span = std::max(rows.q_first + t.seq_q, rows.k_first + t.seq_k);
+  const std::int64_t coarse = std::max<std::int64_t>(1, (span + kFine - 1) / kFine);
+  const auto size = [&](std::int64_t n) { return static_cast<std::size_t>(n * t.half); };
+  rows.coarse_cos.resize(size(coarse));
+  rows.coarse_sin.resize(size(coarse));
+  rows.fine_cos.resize(size(kFine));
+  rows.fine_sin.resize(size(kFine));
+  const std::int64_t base = t.options.offset + lowest;
+  for (std::int64_t h = 0; h < coarse; ++h) {
+    detail::rope_angles(t, base + h * kFine, rows.coarse_cos.data() + h * t.half,
+                        rows.coarse_sin.data() + h * t.half);
+  }
+  for (std::int64_t l = 0; l < kFine; ++l) {
+    detail::rope_angles(t, l, rows.fine_cos.data() + l * t.half, rows.fine_sin.data() + l * t.half);
   }
 }
 
@@ -169,8 +175,9 @@ void rope_angles(const RopeTables& t, std::int64_t position, float* cos, float* 
 const RopeRows& RopeTables::rows() const {
   std::call_once(rows_once_, [this] {
     const RotaryEmbedding& r = options;
-    fill_rows(*this, seq_q, seq_k - seq_q, r.offset, r.q_positions, rows_.q_cos, rows_.q_sin);
-    fill_rows(*this, seq_k, 0, r.offset, r.k_positions, rows_.k_cos, rows_.k_sin);
+    explicit_rows(*this, r.offset, r.q_positions, rows_.q_cos, rows_.q_sin);
+    explicit_rows(*this, r.offset, r.k_positions, rows_.k_cos, rows_.k_sin);
+    if (r.q_positions.empty() || r.k_positions.empty()) default_rows(*this, rows_);
   });
   return rows_;
 }
@@ -203,17 +210,16 @@ void check_positional_over_cache(const PositionalTables* tables) {
 namespace {
 
 // x rotated by `rows`' cos/sin into a contiguous copy of the same shape.
-ConstTensor rotated_copy(const ConstTensor& x, const RopeTables& t, const std::vector<float>& cos,
-                         const std::vector<float>& sin, std::vector<float>& store) {
+ConstTensor rotated_copy(const ConstTensor& x, const RopeTables& t, const RopeRows& rows,
+                         RopeSide side, std::vector<float>& store) {
   const auto [batch, heads, seq, dim] = x.shape;
   store.resize(static_cast<std::size_t>(batch * heads * seq * dim));
   ConstTensor copy{store.data(), x.shape, {heads * seq * dim, seq * dim, dim, 1}};
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t h = 0; h < heads; ++h) {
       for (std::int64_t s = 0; s < seq; ++s) {
-        const std::int64_t at = s * t.half;
-        rotate_row(x.ptr(b, h, s), x.strides[3], dim, 1.0f, t, cos.data() + at, sin.data() + at,
-                   store.data() + ((b * heads + h) * seq + s) * dim);
+        rotate_row_at(x.ptr(b, h, s), x.strides[3], dim, 1.0f, t, rows, side, s,
+                      store.data() + ((b * heads + h) * seq + s) * dim);
       }
     }
   }
@@ -222,13 +228,19 @@ ConstTensor rotated_copy(const ConstTensor& x, const RopeTables& t, const std::v
 
 }  // namespace
 
-void refuse_positional(const Problem& p, const std::string& variant) {
-  if (p.positional == nullptr) return;
-  const bool rope = p.positional->has_rope();
-  throw Error(ErrorKind::kNotImplemented, rope ? "options.rope" : "options.alibi",
-              "unset for the " + variant + " variant", rope ? "a RotaryEmbedding" : "an Alibi",
-              "positional encodings inside " + variant +
-                  " attention are not built yet: use dense or sliding-window attention");
+void refuse_alibi(const Problem& p, const std::string& variant, const std::string& why) {
+  if (p.positional == nullptr || !p.positional->has_alibi()) return;
+  throw Error(ErrorKind::kUnsupported, "options.alibi", "unset for the " + variant + " variant",
+              "an Alibi",
+              "variant '" + variant + "' cannot honour ALiBi: " + why +
+                  "; use dense or sliding-window attention, or RoPE (options.rope)");
+}
+
+std::shared_ptr<const PositionalTables> queries_only(const PositionalTables& t) {
+  auto q = std::make_shared<PositionalTables>();
+  q->rope = t.rope;
+  q->keys_rotated = true;
+  return q;
 }
 
 Problem with_rotated_inputs(const Problem& p, std::vector<float>& q_store,
@@ -237,8 +249,8 @@ Problem with_rotated_inputs(const Problem& p, std::vector<float>& q_store,
   if (rope == nullptr) return p;
   Problem r = p;
   const RopeRows& rows = rope->rows();
-  r.q = rotated_copy(p.q, *rope, rows.q_cos, rows.q_sin, q_store);
-  r.k = rotated_copy(p.k, *rope, rows.k_cos, rows.k_sin, k_store);
+  r.q = rotated_copy(p.q, *rope, rows, RopeSide::kQuery, q_store);
+  if (!p.positional->keys_rotated) r.k = rotated_copy(p.k, *rope, rows, RopeSide::kKey, k_store);
   auto rest = std::make_shared<PositionalTables>();
   rest->alibi_slopes = p.positional->alibi_slopes;
   rest->alibi_symmetric = p.positional->alibi_symmetric;
@@ -255,8 +267,9 @@ std::shared_ptr<const PositionalTables> make_positional(const AttentionOptions& 
     check_rope(r, p.dim(), "options.rope");
     check_positions("options.rope.q_positions", r.q_positions, p.seq_q(), "query");
     check_positions("options.rope.k_positions", r.k_positions, p.seq_k(), "key");
-    tables->rope.emplace();
-    rope_base(*tables->rope, r, p.dim(), p.seq_q(), p.seq_k());
+    auto rope = std::make_shared<RopeTables>();
+    rope_base(*rope, r, p.dim(), p.seq_q(), p.seq_k());
+    tables->rope = std::move(rope);
   }
   if (options.alibi) {
     tables->alibi_slopes = checked_slopes(*options.alibi, p.heads_q());

@@ -97,9 +97,48 @@ void fuzz_mask(FuzzedDataProvider& fdp, Case& c) {
   }
 }
 
+// Positions for `rows` rows, sometimes one too few or too many, sometimes negative.
+std::vector<std::int64_t> fuzz_positions(FuzzedDataProvider& fdp, std::int64_t rows) {
+  std::vector<std::int64_t> p;
+  const std::int64_t n =
+      nudged(std::clamp<std::int64_t>(rows, 0, 64), fdp.ConsumeIntegralInRange<int>(0, 7) == 0);
+  for (std::int64_t r = 0; r < n; ++r) p.push_back(fdp.ConsumeIntegralInRange(-1, 100000));
+  return p;
+}
+
+// RoPE (one case in four) and ALiBi (one in six), with values that are sometimes invalid:
+// θ <= 0 or not finite, odd or too many rotary dims, negative offsets, wrong slope counts.
+void fuzz_positional(FuzzedDataProvider& fdp, Case& c) {
+  if (fdp.ConsumeIntegralInRange<int>(0, 3) == 0) {
+    RotaryEmbedding r;
+    if (fdp.ConsumeBool()) r.theta = fuzz_float(fdp, 1.0f, 1e5f);
+    if (fdp.ConsumeBool()) r.dims = fdp.ConsumeIntegralInRange<std::int64_t>(-1, 22);
+    r.layout = fdp.ConsumeBool() ? RopeLayout::kHalves : RopeLayout::kInterleaved;
+    if (fdp.ConsumeBool()) r.offset = fdp.ConsumeIntegralInRange<std::int64_t>(-1, 1 << 20);
+    if (fdp.ConsumeIntegralInRange<int>(0, 3) == 0) r.linear_scaling = fuzz_float(fdp, 0.25f, 8);
+    if (fdp.ConsumeIntegralInRange<int>(0, 7) == 0) {
+      r.q_positions = fuzz_positions(fdp, c.seq_q);
+      r.k_positions = fuzz_positions(fdp, c.seq_k);
+    }
+    c.options.rope = r;
+  }
+  if (fdp.ConsumeIntegralInRange<int>(0, 5) == 0) {
+    Alibi a;
+    if (fdp.ConsumeBool()) {
+      const std::int64_t n = nudged(std::clamp<std::int64_t>(c.heads_q, 0, 16),
+                                    fdp.ConsumeIntegralInRange<int>(0, 7) == 0);
+      for (std::int64_t h = 0; h < n; ++h) a.slopes.push_back(fuzz_float(fdp, 0.0f, 2.0f));
+    }
+    const int form = fdp.ConsumeIntegralInRange<int>(0, 2);
+    if (form > 0) a.form = form == 1 ? AlibiForm::kCausal : AlibiForm::kSymmetric;
+    c.options.alibi = a;
+  }
+}
+
 void fuzz_options(FuzzedDataProvider& fdp, Case& c) {
   c.options.variant = fuzz_variant(fdp, c);
   fuzz_mask(fdp, c);
+  fuzz_positional(fdp, c);
   if (fdp.ConsumeIntegralInRange<int>(0, 3) == 0) c.options.scale = fuzz_float(fdp, 0.05f, 2.0f);
   constexpr int kWildThreads[] = {-1, 1 << 30, std::numeric_limits<int>::max(), 64};
   c.options.threads = fdp.ConsumeIntegralInRange<int>(0, 15) == 0
@@ -155,6 +194,50 @@ void fuzz_cache(FuzzedDataProvider& fdp, Case& c) {
       fdp.ConsumeIntegralInRange<int>(0, 3) == 0 ? KvCacheMode::kRing : KvCacheMode::kLinear;
   const int n = fdp.ConsumeIntegralInRange<int>(1, 3);
   for (int i = 0; i < n; ++i) c.chunks.push_back(fdp.ConsumeIntegralInRange<std::int64_t>(1, 40));
+  // The cache rotates like the plan, except sometimes (a mismatch the plan must refuse).
+  c.cache_shape.rope = c.options.rope;
+  if (fdp.ConsumeIntegralInRange<int>(0, 7) == 0) {
+    if (c.cache_shape.rope) {
+      c.cache_shape.rope->theta *= 2;
+    } else {
+      c.cache_shape.rope = RotaryEmbedding{};
+    }
+  }
+}
+
+// x [B, H, S, D] (contiguous) rotated in place by RoPE at positions rope.offset + first + s.
+void rotate_rows(std::vector<float>& x, const std::array<std::int64_t, 4>& shape,
+                 const RotaryEmbedding& rope, std::int64_t first) {
+  const ConstTensor view = bhsd_view(x, shape);
+  std::vector<float> rotated;
+  rotated.reserve(x.size());
+  for (std::int64_t b = 0; b < shape[0]; ++b) {
+    for (std::int64_t h = 0; h < shape[1]; ++h) {
+      for (std::int64_t s = 0; s < shape[2]; ++s) {
+        for (const double e :
+             reference::rotated_row(view, b, h, s, rope, rope.offset + first + s)) {
+          rotated.push_back(static_cast<float>(e));
+        }
+      }
+    }
+  }
+  x = std::move(rotated);
+}
+
+// The encodings as the reference applies them: the default slopes are the library's
+// alibi_slopes (checked against the published formula in tests/positional/).
+reference::Positional reference_positional(const AttentionOptions& o, std::int64_t heads_q) {
+  reference::Positional p;
+  p.rope = o.rope;
+  if (o.alibi) {
+    const std::vector<float> slopes =
+        o.alibi->slopes.empty() ? alibi_slopes(heads_q) : o.alibi->slopes;
+    p.alibi_slopes.assign(slopes.begin(), slopes.end());
+    p.alibi_symmetric =
+        o.alibi->form.value_or(o.mask.causal ? AlibiForm::kCausal : AlibiForm::kSymmetric) ==
+        AlibiForm::kSymmetric;
+  }
+  return p;
 }
 
 // The reference sees K and V as the cache holds them: rounded to its dtype.
@@ -174,6 +257,12 @@ std::optional<Expected> Case::reference(std::int64_t cached_len) const {
   // near-ties to different one-hot rows (and FAVOR+ features to different underflows): such
   // calls are still checked for errors, bounds and untouched outputs, not compared.
   if (options.scale && std::abs(*options.scale) > 64.0f) return std::nullopt;
+  // Likewise ALiBi slopes past 64 (bias steps of 64 per token).
+  if (options.alibi) {
+    for (const float s : options.alibi->slopes) {
+      if (std::abs(s) > 64.0f) return std::nullopt;
+    }
+  }
   // The call's extents are its views' (the decoder may perturb a view's extents away from the
   // case's, consistently across q, k and v, and the call is then valid for those).
   const std::int64_t dim_q = q->shape()[3], len_k = k->shape()[2];
@@ -182,15 +271,24 @@ std::optional<Expected> Case::reference(std::int64_t cached_len) const {
       if (e <= 0 || e > 4096) return std::nullopt;  // nothing to compare, or a wild extent
     }
   }
-  const std::vector<float> qf = q->widened();
-  std::vector<float> kf = k->widened(), vf = v->widened();
+  std::vector<float> qf = q->widened(), kf = k->widened(), vf = v->widened();
   std::array<std::int64_t, 4> ks = k->shape(), vs = v->shape();
+  bool rotated = false;  // q and k already rotated here (the reference then rotates nothing)
   if (mode == Mode::kCache) {
     const auto* w = std::get_if<SlidingWindowSpec>(&options.variant);
     if (w != nullptr && !w->global_tokens.empty()) return std::nullopt;  // rows index positions
+    // A half cache rotates each key in fp32 and then rounds it: so does the reference (the
+    // rounded key rotated would differ by the rounding error, turned).
+    if (options.rope && cache_shape.dtype != DType::kF32) {
+      rotate_rows(kf, k->shape(), *options.rope, 0);
+      rotate_rows(qf, q->shape(), *options.rope, cached_len - q->shape()[2]);
+      rotated = true;
+    }
     kf = rounded_to(cache_shape.dtype, std::move(kf));
     vf = rounded_to(cache_shape.dtype, std::move(vf));
     ks[2] = vs[2] = cached_len;  // the first cached_len tokens (BHSD strides keep the full S_k)
+    // A ring that wrapped holds later positions than the reference's rows 0..cached_len-1.
+    if ((options.rope || options.alibi) && cached_len > cache_shape.capacity) return std::nullopt;
   }
   ConstTensor qv = bhsd_view(qf, q->shape()), kv = bhsd_view(kf, k->shape()),
               vv = bhsd_view(vf, v->shape());
@@ -198,25 +296,27 @@ std::optional<Expected> Case::reference(std::int64_t cached_len) const {
   vv.shape = vs;
   const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(dim_q));
   const Mask& m = options.mask;
+  reference::Positional pos = reference_positional(options, q->shape()[1]);
+  if (rotated) pos.rope.reset();
   if (std::holds_alternative<DenseSpec>(options.variant))
-    return Expected{reference::dense(qv, kv, vv, m, scale)};
+    return Expected{reference::dense(qv, kv, vv, m, scale, {}, pos)};
   if (const auto* w = std::get_if<SlidingWindowSpec>(&options.variant)) {
-    return Expected{reference::sliding_window(qv, kv, vv, *w, m, scale)};
+    return Expected{reference::sliding_window(qv, kv, vv, *w, m, scale, pos)};
   }
   if (const auto* l = std::get_if<LinearSpec>(&options.variant)) {
     const std::int64_t features = l->num_features > 0 ? l->num_features : dim_q;
     const std::vector<float> w = l->feature_map == FeatureMap::kFavor
                                      ? favor_random_matrix(features, dim_q, l->seed)
                                      : std::vector<float>{};
-    return Expected{
-        reference::linear(qv, kv, vv, l->feature_map, w, features, l->epsilon, m, options.scale)};
+    return Expected{reference::linear(qv, kv, vv, l->feature_map, w, features, l->epsilon, m,
+                                      options.scale, options.rope)};
   }
   const auto& l = std::get<LinformerSpec>(options.variant);
   const std::vector<float> e = linformer_random_projection(l.proj_len, len_k, l.seed);
   const std::vector<float> f = linformer_random_projection(l.proj_len, len_k, l.seed + 1);
   const MatrixView<const float> ev{e.data(), l.proj_len, len_k, len_k},
       fv{f.data(), l.proj_len, len_k, len_k};
-  return Expected{reference::linformer(qv, kv, vv, ev, fv, m, scale)};
+  return Expected{reference::linformer(qv, kv, vv, ev, fv, m, scale, options.rope)};
 }
 
 namespace {
@@ -258,6 +358,14 @@ std::string Case::describe() const {
                   (m.bias ? " bias" + text(m.bias->shape) : "") +
                   " scale=" + (options.scale ? std::to_string(*options.scale) : "default") +
                   " threads=" + std::to_string(options.threads);
+  if (const auto& r = options.rope) {
+    s += " rope(theta=" + std::to_string(r->theta) + " dims=" + std::to_string(r->dims) +
+         (r->layout == RopeLayout::kHalves ? " halves" : " interleaved") +
+         " offset=" + std::to_string(r->offset) + " scaling=" + std::to_string(r->linear_scaling) +
+         " positions=" + std::to_string(r->q_positions.size()) + "/" +
+         std::to_string(r->k_positions.size()) + ")";
+  }
+  if (options.alibi) s += " alibi(slopes=" + std::to_string(options.alibi->slopes.size()) + ")";
   s += text("q", q) + text("k", k) + text("v", v) + text("out", out) + text("weights", weights) +
        text("lse", lse);
   if (mode == Mode::kCache) s += " cache capacity=" + std::to_string(cache_shape.capacity);

@@ -164,6 +164,9 @@ TEST(Rope, PartialRotaryOffsetScalingAndShapes) {
       expect_matches_reference(cross, 22);
       cross.seq_q = 1;  // a decode shape
       expect_matches_reference(cross, 23);
+      cross.seq_q = 70;  // more queries than keys: the first ones sit at negative positions
+      cross.seq_k = 5;
+      expect_matches_reference(cross, 24);
     }
   });
 }

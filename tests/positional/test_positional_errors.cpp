@@ -97,15 +97,20 @@ TEST(PositionalErrors, BadAlibiSlopes) {
   EXPECT_THROW(alibi_slopes(0), Error);
 }
 
-TEST(PositionalErrors, VariantsWithoutEncodingsRefuseThem) {
+// Linear attention and Linformer take RoPE (validated as for dense) but have no key distance
+// for ALiBi to bias: kUnsupported, naming options.alibi.
+TEST(PositionalErrors, LinearAndLinformerRefuseAlibi) {
   Fixture f;
   for (const VariantSpec& spec : {VariantSpec{LinearSpec{}}, VariantSpec{LinformerSpec{4, 1}}}) {
-    AttentionOptions o = with_rope(RotaryEmbedding{});
+    AttentionOptions o;
     o.variant = spec;
-    f.expect_error(o, "options.rope", ErrorKind::kNotImplemented);
-    o.rope.reset();
     o.alibi = Alibi{};
-    f.expect_error(o, "options.alibi", ErrorKind::kNotImplemented);
+    f.expect_error(o, "options.alibi", ErrorKind::kUnsupported);
+    RotaryEmbedding bad;
+    bad.theta = -1.0;
+    o = with_rope(bad);
+    o.variant = spec;
+    f.expect_error(o, "options.rope.theta");
   }
 }
 

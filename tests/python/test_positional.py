@@ -47,6 +47,19 @@ def test_rope_matches_explicit_rotation(rng, layout, dims):
     assert np.abs(out - seqattn.attention(q, k, v, causal=True)).max() > 1e-3
 
 
+def test_rope_in_linear_attention_rotates_before_the_feature_map(rng):
+    q, k, v = randn(rng, 1, 2, 30, 16), randn(rng, 1, 2, 30, 16), randn(rng, 1, 2, 30, 16)
+    rope = dict(theta=100.0, layout="interleaved", offset=5)
+    pos = 5 + np.arange(30)
+    phi = [np.where(a > 0, a + 1.0, np.exp(a))
+           for a in (rotate(q, pos, 100.0, None, "interleaved"),
+                     rotate(k, pos, 100.0, None, "interleaved"))]
+    num = phi[0] @ (phi[1].transpose(0, 1, 3, 2) @ v)
+    den = phi[0] @ phi[1].sum(2)[..., None] + 1e-6
+    np.testing.assert_allclose(seqattn.attention(q, k, v, variant="linear", rope=rope), num / den,
+                               atol=1e-5)
+
+
 def test_alibi_equals_the_explicit_bias(rng):
     h, s = 12, 40
     q, k, v = randn(rng, 1, h, s, 16), randn(rng, 1, 4, s, 16), randn(rng, 1, 4, s, 16)
@@ -96,5 +109,36 @@ def test_bad_positional_arguments(rng):
         seqattn.attention(q, q, q, alibi=[0.5])
     with pytest.raises(ValueError, match="form"):
         seqattn.attention(q, q, q, alibi=dict(form="left"))
-    with pytest.raises(NotImplementedError, match="options.rope"):
-        seqattn.attention(q, q, q, variant="linear", rope=10000.0)
+    with pytest.raises(ValueError, match="options.alibi"):  # no key distance to bias
+        seqattn.attention(q, q, q, variant="linear", alibi=True)
+
+
+def test_mha_layer_with_sinusoidal_rope_and_alibi(rng):
+    torch = pytest.importorskip("torch")
+    e, h, b, s = 32, 4, 2, 20
+    torch.manual_seed(3)
+    m = torch.nn.MultiheadAttention(e, h, batch_first=True).eval()
+    with torch.no_grad():
+        m.in_proj_bias.normal_()
+        m.out_proj.bias.normal_()
+    x = randn(rng, b, s, e)
+    rope = dict(theta=1000.0, dims=4)
+    ours = seqattn.MultiHeadAttention.from_torch(m, rope=rope, alibi=True, causal=True,
+                                                 sinusoidal_positions=True)
+    pos, c = np.arange(s), np.arange(e)
+    angle = pos[:, None] * 10000.0 ** (-(c - c % 2) / e)[None, :]
+    xe = x.astype(np.float64) + np.where(c % 2 == 0, np.sin(angle), np.cos(angle))
+    w = m.in_proj_weight.detach().numpy().astype(np.float64)
+    bias = m.in_proj_bias.detach().numpy().astype(np.float64)
+    q, k, v = ((xe @ w[i * e:(i + 1) * e].T + bias[i * e:(i + 1) * e])
+               .reshape(b, s, h, e // h).transpose(0, 2, 1, 3) for i in range(3))
+    i, j = pos[:, None], pos[None, :]
+    att = reference(rotate(q, pos, 1000.0, 4), rotate(k, pos, 1000.0, 4), v, causal=True,
+                    bias=-published_slopes(h)[:, None, None] * (i - j))
+    wo = m.out_proj.weight.detach().numpy().astype(np.float64)
+    want = att.transpose(0, 2, 1, 3).reshape(b, s, e) @ wo.T + m.out_proj.bias.detach().numpy()
+    np.testing.assert_allclose(ours(x), want, atol=1e-5)
+    plain = seqattn.MultiHeadAttention.from_torch(m, causal=True)
+    assert np.abs(plain(x) - ours(x)).max() > 1e-2  # the encodings are not dropped
+    with pytest.raises(ValueError, match="scale"):
+        seqattn.MultiHeadAttention.from_torch(m, scale=0.5)

@@ -178,18 +178,44 @@ std::vector<double> features(const std::vector<double>& x, FeatureMap map,
   return f;
 }
 
-std::vector<double> row(const ConstTensor& t, std::int64_t b, std::int64_t h, std::int64_t i,
-                        double mul) {
-  std::vector<double> x(static_cast<size_t>(t.shape[3]));
-  for (std::int64_t d = 0; d < t.shape[3]; ++d) x[d] = t.at(b, h, i, d) * mul;
-  return x;
+// Row s of (b, h) rotated at its RoPE position (explicit, or first + s; plus the offset),
+// times mul.
+std::vector<double> positioned_row(const ConstTensor& x, std::int64_t b, std::int64_t h,
+                                   std::int64_t s, const std::optional<RotaryEmbedding>& rope,
+                                   bool query, std::int64_t first, double mul) {
+  std::int64_t pos = first + s;
+  if (rope) {
+    const std::vector<std::int64_t>& given = query ? rope->q_positions : rope->k_positions;
+    if (!given.empty()) pos = given[static_cast<size_t>(s)];
+    pos += rope->offset;
+  }
+  std::vector<double> values = rotated_row(x, b, h, s, rope, pos);
+  for (double& e : values) e *= mul;
+  return values;
+}
+
+// x rotated row by row at its RoPE positions, rounded to float, contiguous [B, H, S, D].
+std::vector<float> rotated_copy(const ConstTensor& x, const std::optional<RotaryEmbedding>& rope,
+                                bool query, std::int64_t first) {
+  std::vector<float> out;
+  for (std::int64_t b = 0; b < x.shape[0]; ++b) {
+    for (std::int64_t h = 0; h < x.shape[1]; ++h) {
+      for (std::int64_t s = 0; s < x.shape[2]; ++s) {
+        for (double e : positioned_row(x, b, h, s, rope, query, first, 1.0)) {
+          out.push_back(static_cast<float>(e));
+        }
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
 Result linear(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
               FeatureMap feature_map, const std::vector<float>& favor_w, std::int64_t m,
-              double epsilon, const Mask& mask, std::optional<double> scale) {
+              double epsilon, const Mask& mask, std::optional<double> scale,
+              const std::optional<RotaryEmbedding>& rope) {
   Result r = shaped(q, k, v, false);
   const std::int64_t group = q.shape[1] / k.shape[1];
   const double default_scale =
@@ -200,10 +226,13 @@ Result linear(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
     for (std::int64_t h = 0; h < r.heads; ++h) {
       std::vector<std::vector<double>> phi_k;
       for (std::int64_t j = 0; j < r.seq_k; ++j) {
-        phi_k.push_back(features(row(k, b, h / group, j, root), feature_map, favor_w, m));
+        phi_k.push_back(features(positioned_row(k, b, h / group, j, rope, false, 0, root),
+                                 feature_map, favor_w, m));
       }
       for (std::int64_t i = 0; i < r.seq_q; ++i) {
-        const std::vector<double> phi_q = features(row(q, b, h, i, root), feature_map, favor_w, m);
+        const std::vector<double> phi_q =
+            features(positioned_row(q, b, h, i, rope, true, r.seq_k - r.seq_q, root), feature_map,
+                     favor_w, m);
         std::vector<double> num(static_cast<size_t>(r.dim_v), 0.0);
         double den = 0;
         for (std::int64_t j = 0; j < len; ++j) {
@@ -228,9 +257,14 @@ Result linear(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
 
 Result linformer(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
                  const MatrixView<const float>& e, const MatrixView<const float>& f,
-                 const Mask& mask, double scale) {
+                 const Mask& mask, double scale, const std::optional<RotaryEmbedding>& rope) {
   const std::int64_t b_n = k.shape[0], h_n = k.shape[1], s_k = k.shape[2];
   const std::int64_t p = e.rows, d_k = k.shape[3], d_v = v.shape[3];
+  // RoPE: keys rotated at their positions before projecting, queries at theirs.
+  const std::vector<float> k_rot = rotated_copy(k, rope, false, 0);
+  const std::vector<float> q_rot = rotated_copy(q, rope, true, s_k - q.shape[2]);
+  const ConstTensor kr = bhsd<const float>(k_rot.data(), b_n, h_n, s_k, d_k);
+  const ConstTensor qr = bhsd<const float>(q_rot.data(), q.shape[0], q.shape[1], q.shape[2], d_k);
   std::vector<float> kp(static_cast<size_t>(b_n * h_n * p * d_k), 0.0f);
   std::vector<float> vp(static_cast<size_t>(b_n * h_n * p * d_v), 0.0f);
   for (std::int64_t b = 0; b < b_n; ++b) {
@@ -240,7 +274,7 @@ Result linformer(const ConstTensor& q, const ConstTensor& k, const ConstTensor& 
         for (std::int64_t d = 0; d < d_k; ++d) {
           double s = 0;
           for (std::int64_t j = 0; j < len; ++j)
-            s += static_cast<double>(e.row(r)[j]) * k.at(b, h, j, d);
+            s += static_cast<double>(e.row(r)[j]) * kr.at(b, h, j, d);
           kp[static_cast<size_t>(((b * h_n + h) * p + r) * d_k + d)] = static_cast<float>(s);
         }
         for (std::int64_t d = 0; d < d_v; ++d) {
@@ -255,7 +289,7 @@ Result linformer(const ConstTensor& q, const ConstTensor& k, const ConstTensor& 
   // The projected keys are rounded to float above only to reuse the view type; the rounding
   // (2^-24 relative) is far below the 1e-5 tolerance the tests use.
   Mask none;
-  return dense(q, bhsd<const float>(kp.data(), b_n, h_n, p, d_k),
+  return dense(qr, bhsd<const float>(kp.data(), b_n, h_n, p, d_k),
                bhsd<const float>(vp.data(), b_n, h_n, p, d_v), none, scale);
 }
 

@@ -59,17 +59,20 @@ std::vector<double> rotated_row(const ConstTensor& x, std::int64_t b, std::int64
 
 // Kernelised linear attention (see LinearSpec). favor_w is the [m, D] FAVOR+ matrix (row-major,
 // contiguous) and is ignored for the other feature maps. Honours key_lengths and causal.
+// RoPE rotates q and k (positions as in dense) before √scale and φ.
 // q and k are multiplied by √scale before φ; without a scale, elu1 and relu take the raw
 // vectors (Katharopoulos et al. 2020) and FAVOR+ uses softmax's 1/√D.
 Result linear(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
               FeatureMap feature_map, const std::vector<float>& favor_w, std::int64_t m,
-              double epsilon, const Mask& mask, std::optional<double> scale);
+              double epsilon, const Mask& mask, std::optional<double> scale,
+              const std::optional<RotaryEmbedding>& rope = {});
 
 // Dense attention over K' = E·K and V' = F·V, E and F [proj_len, >= S_k] row-major
-// (first S_k columns used); keys past key_lengths are zeroed before projecting.
+// (first S_k columns used); keys past key_lengths are zeroed before projecting. RoPE rotates
+// each key at its position before projecting and each query at its own.
 Result linformer(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
                  const MatrixView<const float>& e, const MatrixView<const float>& f,
-                 const Mask& mask, double scale);
+                 const Mask& mask, double scale, const std::optional<RotaryEmbedding>& rope = {});
 
 // Error metric used by every test: max_i |x_i - ref_i| / max(max_i |ref_i|, 1e-30), i.e. the
 // largest absolute error relative to the output's scale (not per element, which is

@@ -86,10 +86,7 @@ class FlashWorker {
       const float* src = p_.q.ptr(b, h, i0 + r);
       const std::int64_t step = p_.q.strides[3];
       if (rope_ != nullptr) {  // rotated while it is scaled: no pass of its own over q
-        const RopeRows& rows = rope_->rows();
-        const std::int64_t at = (i0 + r) * rope_->half;
-        rotate_row(src, step, g_.dim, mul, *rope_, rows.q_cos.data() + at, rows.q_sin.data() + at,
-                   dst);
+        rotate_row_at(src, step, g_.dim, mul, *rope_, rope_->rows(), RopeSide::kQuery, i0 + r, dst);
       } else if (step == 1) {  // contiguous rows vectorise
         for (std::int64_t d = 0; d < g_.dim; ++d) dst[d] = src[d] * mul;
       } else {

@@ -31,7 +31,7 @@ inline void PackKeyValueTile(const Problem& p, const FlashGeometry& g, std::int6
                              std::int64_t hk, std::int64_t kt, float* HWY_RESTRICT k_dst,
                              float* HWY_RESTRICT v_dst, float* HWY_RESTRICT row) {
   const std::int64_t k_step = p.k.strides[3], v_step = p.v.strides[3];
-  const RopeTables* rope = rope_of(p.positional.get());
+  const RopeTables* rope = key_rope_of(p.positional.get());
   for (std::int64_t t = 0; t < g.key_tile; ++t) {
     const std::int64_t j = kt * g.key_tile + t;
     float* v_row = v_dst + t * g.dv_pad;
@@ -43,10 +43,7 @@ inline void PackKeyValueTile(const Problem& p, const FlashGeometry& g, std::int6
     const float* k_row = p.k.ptr(b, hk, j);
     const float* v_src = p.v.ptr(b, hk, j);
     if (rope != nullptr) {
-      const RopeRows& rows = rope->rows();
-      const std::int64_t at = j * rope->half;
-      rotate_row(k_row, k_step, g.dim, 1.0f, *rope, rows.k_cos.data() + at, rows.k_sin.data() + at,
-                 row);
+      rotate_row_at(k_row, k_step, g.dim, 1.0f, *rope, rope->rows(), RopeSide::kKey, j, row);
       for (std::int64_t d = 0; d < g.dim; ++d) k_dst[d * g.key_tile + t] = row[d];
     } else if (k_step == 1) {  // the usual layouts: let the compiler see contiguous reads
       for (std::int64_t d = 0; d < g.dim; ++d) k_dst[d * g.key_tile + t] = k_row[d];

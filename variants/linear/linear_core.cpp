@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "runtime/positional.hpp"
 #include "runtime/validate.hpp"
 #include "seqattn/attention.hpp"
 #include "variants/linear/linear_tiles.hpp"
@@ -57,6 +58,18 @@ void gather_mapped(const ConstRows& src, std::int64_t row0, std::int64_t n, floa
   simd::scaled_map_rows(src.row(row0), n, src.cols, src.row_stride, src.col_stride, mul, map, dst);
 }
 
+// map(R·√scale·x) for rows [row0, row0 + n) of q or k, R the RoPE rotation at each row's
+// position (none without RoPE), as a contiguous [n, D] matrix.
+void gather_rotated(const LinearPlan& plan, RopeSide side, const ConstRows& src, std::int64_t row0,
+                    std::int64_t n, simd::RowMap map, float* dst) {
+  if (plan.rope == nullptr) {
+    gather_mapped(src, row0, n, plan.root_scale, map, dst);
+    return;
+  }
+  simd::rotated_map_rows(src.row(row0), n, src.cols, src.row_stride, src.col_stride,
+                         plan.root_scale, map, *plan.rope, side, row0, dst);
+}
+
 // The element map of a feature map: elu1 and relu are elementwise, FAVOR+ needs x·√scale.
 simd::RowMap row_map(FeatureMap map) {
   switch (map) {
@@ -79,11 +92,11 @@ const float* query_features(const LinearPlan& plan, const HeadState& state, cons
                             std::int64_t row0, std::int64_t n, LinearWorkspace& ws) {
   float* phi = ws.phi_q.data();
   if (plan.map != FeatureMap::kFavor) {
-    gather_mapped(q, row0, n, plan.root_scale, row_map(plan.map), phi);
+    gather_rotated(plan, RopeSide::kQuery, q, row0, n, row_map(plan.map), phi);
     return phi;
   }
   const std::int64_t m = plan.features;
-  gather_mapped(q, row0, n, plan.root_scale, simd::RowMap::kScale, ws.x.data());
+  gather_rotated(plan, RopeSide::kQuery, q, row0, n, simd::RowMap::kScale, ws.x.data());
   multiply(n, m, plan.dim, ws.x.data(), plan.dim, plan.favor_t->data(), m, false, phi, m);
   simd::add_to_rows(phi, n, m, m, state.key_shift.data());
   simd::row_max(phi, n, m, m, ws.norms.data());
@@ -122,11 +135,11 @@ void key_features(const LinearPlan& plan, HeadState& state, const ConstRows& k, 
                   std::int64_t n, LinearWorkspace& ws) {
   float* phi = ws.phi_k.data();
   if (plan.map != FeatureMap::kFavor) {
-    gather_mapped(k, row0, n, plan.root_scale, row_map(plan.map), phi);
+    gather_rotated(plan, RopeSide::kKey, k, row0, n, row_map(plan.map), phi);
     return;
   }
   const std::int64_t m = plan.features;
-  gather_mapped(k, row0, n, plan.root_scale, simd::RowMap::kScale, ws.x.data());
+  gather_rotated(plan, RopeSide::kKey, k, row0, n, simd::RowMap::kScale, ws.x.data());
   multiply(n, m, plan.dim, ws.x.data(), plan.dim, plan.favor_t->data(), m, false, phi, m);
   simd::half_squared_norms(ws.x.data(), n, plan.dim, plan.dim, ws.norms.data());
   raise_key_shifts(plan, state, n, ws);
@@ -483,7 +496,7 @@ void linear_segment_keys(const LinearPlan& plan, const ConstRows& k, const Const
     float* values = seg.values.data() + c * chunk_len * dv;
     float* summary = seg.summaries.data() + c * m * dv;
     float* normaliser = seg.normalisers.data() + c * m;
-    gather_mapped(k, r0, n, plan.root_scale, row_map(plan.map), ws.phi_k.data());
+    gather_rotated(plan, RopeSide::kKey, k, r0, n, row_map(plan.map), ws.phi_k.data());
     transpose(ws.phi_k.data(), n, m, m, phi_t);
     gather_mapped(v, r0, n, 1.0f, simd::RowMap::kScale, values);
     seg.finite_values[static_cast<std::size_t>(c)] = simd::all_finite(values, n * dv);

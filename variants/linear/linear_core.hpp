@@ -41,6 +41,9 @@ struct LinearPlan {
   // FAVOR+ Wᵀ [D, m], contiguous (null otherwise); drawn ones are shared between plans.
   std::shared_ptr<const std::vector<float>> favor_t;
   linear_simd::Blocking blocking;
+  // RoPE of the (q, k, v) call (null: none), set per run by the batch variant: each q and k row
+  // is rotated at its position after the √scale and before φ, while it is gathered.
+  const RopeTables* rope = nullptr;
 };
 
 // Throws Error (kInvalidArgument, naming `spec.*`) unless num_features is 0 or valid for the

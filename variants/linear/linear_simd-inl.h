@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "runtime/positional.hpp"
 #include "variants/linear/linear_simd.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -102,6 +103,21 @@ HWY_INLINE V ExpNonPositive(D d, V x) {
   return hn::BitCast(d, hn::Add(hn::BitCast(di, p), exponent));
 }
 
+// φ(v · mul) for the map `kind`. Both maps select with a comparison that is false for NaN, so
+// a NaN lane stays NaN (Max and Min may return either operand for NaN, depending on the
+// target).
+template <class D, class V>
+HWY_INLINE V MapVector(D d, V v, float mul, RowMap kind) {
+  v = hn::Mul(v, hn::Set(d, mul));
+  if (kind == RowMap::kRelu) return hn::IfThenZeroElse(hn::Lt(v, hn::Zero(d)), v);
+  if (kind == RowMap::kScale) return v;
+  // elu(x) + 1; the exponential of a positive (or NaN) lane is discarded, so its input is 0
+  // there (a NaN would reach a float-to-int conversion, undefined on the scalar targets).
+  const auto negative = hn::Le(v, hn::Zero(d));
+  const auto e = ExpNonPositive(d, hn::IfThenElseZero(negative, v));
+  return hn::IfThenElse(negative, e, hn::Add(v, hn::Set(d, 1.0f)));
+}
+
 // dst[r, c] = φ(src[r·row_stride + c·col_stride] · mul) for the map `kind`, in one pass over
 // contiguous rows (the common case) so that the block is read and written once.
 void ScaledMapRows(const float* HWY_RESTRICT src, std::int64_t rows, std::int64_t cols,
@@ -110,28 +126,40 @@ void ScaledMapRows(const float* HWY_RESTRICT src, std::int64_t rows, std::int64_
   const FullTag d;
   const OneTag d1;
   const std::int64_t lanes = static_cast<std::int64_t>(hn::Lanes(d));
-  // Both maps select with a comparison that is false for NaN, so a NaN lane stays NaN (Max and
-  // Min may return either operand for NaN, depending on the target).
-  const auto apply = [kind, mul](auto dd, auto v) {
-    v = hn::Mul(v, hn::Set(dd, mul));
-    if (kind == RowMap::kRelu) return hn::IfThenZeroElse(hn::Lt(v, hn::Zero(dd)), v);
-    if (kind == RowMap::kScale) return v;
-    // elu(x) + 1; the exponential of a positive (or NaN) lane is discarded, so its input is
-    // 0 there (a NaN would reach a float-to-int conversion, undefined on the scalar targets).
-    const auto negative = hn::Le(v, hn::Zero(dd));
-    const auto e = ExpNonPositive(dd, hn::IfThenElseZero(negative, v));
-    return hn::IfThenElse(negative, e, hn::Add(v, hn::Set(dd, 1.0f)));
-  };
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* in = src + r * row_stride;
     float* out = dst + r * cols;
     std::int64_t c = 0;
     if (col_stride == 1) {
-      for (; c + lanes <= cols; c += lanes) hn::StoreU(apply(d, hn::LoadU(d, in + c)), d, out + c);
-      for (; c < cols; ++c) hn::StoreU(apply(d1, hn::LoadU(d1, in + c)), d1, out + c);
+      for (; c + lanes <= cols; c += lanes) {
+        hn::StoreU(MapVector(d, hn::LoadU(d, in + c), mul, kind), d, out + c);
+      }
+      for (; c < cols; ++c)
+        hn::StoreU(MapVector(d1, hn::LoadU(d1, in + c), mul, kind), d1, out + c);
       continue;
     }
-    for (; c < cols; ++c) hn::StoreU(apply(d1, hn::Set(d1, in[c * col_stride])), d1, out + c);
+    for (; c < cols; ++c) {
+      hn::StoreU(MapVector(d1, hn::Set(d1, in[c * col_stride]), mul, kind), d1, out + c);
+    }
+  }
+}
+
+// ScaledMapRows with each row rotated by RoPE (row first_row + r of q or k, at its position)
+// after the multiplication by `mul` and before the map: rotate_row_at writes the row into
+// dst, where it is still in L1 when the map rewrites it, so q and k are read once as without
+// RoPE.
+void RotatedMapRows(const float* HWY_RESTRICT src, std::int64_t rows, std::int64_t cols,
+                    std::int64_t row_stride, std::int64_t col_stride, float mul, RowMap kind,
+                    const RopeTables& rope, RopeSide side, std::int64_t first_row,
+                    float* HWY_RESTRICT dst) {
+  const RopeRows& tables = rope.rows();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* out = dst + r * cols;
+    rotate_row_at(src + r * row_stride, col_stride, cols, mul, rope, tables, side, first_row + r,
+                  out);
+    if (kind != RowMap::kScale) {
+      TransformInPlace(out, cols, [kind](auto dd, auto v) { return MapVector(dd, v, 1.0f, kind); });
+    }
   }
 }
 

@@ -11,6 +11,7 @@ namespace seqattn::detail::linear_simd {
 
 HWY_EXPORT(TargetBlocking);
 HWY_EXPORT(ScaledMapRows);
+HWY_EXPORT(RotatedMapRows);
 HWY_EXPORT(HalfSquaredNorms);
 HWY_EXPORT(RowMax);
 HWY_EXPORT(ColumnMaxShifted);
@@ -29,6 +30,12 @@ void scaled_map_rows(const float* src, std::int64_t rows, std::int64_t cols,
                      std::int64_t row_stride, std::int64_t col_stride, float mul, RowMap kind,
                      float* dst) {
   HWY_DYNAMIC_DISPATCH(ScaledMapRows)(src, rows, cols, row_stride, col_stride, mul, kind, dst);
+}
+void rotated_map_rows(const float* src, std::int64_t rows, std::int64_t cols,
+                      std::int64_t row_stride, std::int64_t col_stride, float mul, RowMap kind,
+                      const RopeTables& rope, RopeSide side, std::int64_t first_row, float* dst) {
+  HWY_DYNAMIC_DISPATCH(RotatedMapRows)
+  (src, rows, cols, row_stride, col_stride, mul, kind, rope, side, first_row, dst);
 }
 void half_squared_norms(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld,
                         float* out) {

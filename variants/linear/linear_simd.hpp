@@ -4,6 +4,11 @@
 
 #include <cstdint>
 
+namespace seqattn::detail {
+struct RopeTables;
+enum class RopeSide;
+}  // namespace seqattn::detail
+
 namespace seqattn::detail::linear_simd {
 
 // Blocking parameters of the target runtime dispatch picks (one table per target).
@@ -21,6 +26,11 @@ enum class RowMap { kScale, kElu1, kRelu };
 void scaled_map_rows(const float* src, std::int64_t rows, std::int64_t cols,
                      std::int64_t row_stride, std::int64_t col_stride, float mul, RowMap kind,
                      float* dst);
+// scaled_map_rows with row r rotated by RoPE (as row first_row + r of q or k) between the
+// multiplication and the map.
+void rotated_map_rows(const float* src, std::int64_t rows, std::int64_t cols,
+                      std::int64_t row_stride, std::int64_t col_stride, float mul, RowMap kind,
+                      const RopeTables& rope, RopeSide side, std::int64_t first_row, float* dst);
 // out[r] = |x_r|² / 2.
 void half_squared_norms(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ld,
                         float* out);

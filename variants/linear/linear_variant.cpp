@@ -31,7 +31,7 @@ class LinearVariant final : public AttentionVariant {
   Variant id() const override { return Variant::kLinear; }
 
   void check(const Problem& p, const VariantSpec& spec) const override {
-    refuse_positional(p, "linear");
+    refuse_alibi(p, "linear", "it never forms the scores ALiBi biases");
     const std::string no_matrix = "linear attention never forms the S_q x S_k score matrix";
     if (p.mask->keep) unsupported("mask.keep", no_matrix);
     if (p.mask->bias) unsupported("mask.bias", no_matrix);
@@ -96,7 +96,10 @@ class LinearVariant final : public AttentionVariant {
     double flops_;
   };
 
-  static void run_plan(const Problem& p, const LinearPlan& plan, double flops) {
+  static void run_plan(const Problem& p, const LinearPlan& prepared, double flops) {
+    // The rotation tables belong to the plan's problem, not to the prepared feature map.
+    LinearPlan plan = prepared;
+    plan.rope = rope_of(p.positional.get());
     // Below ~1 MFLOP a thread team costs more than it saves.
     const int team = flops >= kMinParallelFlops ? p.threads : 1;
     if (p.mask->causal && plan.map == FeatureMap::kFavor) {

@@ -1,5 +1,7 @@
 // Linformer: K' = E·K and V' = F·V along the sequence (E, F [proj_len, >= S_k]), then exact
 // dense attention over the proj_len projected keys through the dense variant's own kernel.
+// RoPE rotates each key at its position on its way into the projection (the copy the GEMM
+// reads) and each query in the dense kernel: score (i, r) = (R_i q_i) · Σ_j E[r, j] R_j k_j.
 #include <omp.h>
 
 #include <algorithm>
@@ -75,17 +77,27 @@ Projections projections(const LinformerSpec& spec, std::int64_t seq_k) {
   return p;
 }
 
-// Rows that are not contiguous floats at a stride >= their length are copied first.
+// Rows that are not contiguous floats at a stride >= their length are copied first; with RoPE
+// the keys are rotated on that copy.
 bool needs_gather(const ConstTensor& t) { return t.strides[3] != 1 || t.strides[2] < t.shape[3]; }
 
-// dst [p, cols] = proj[:, :len] · rows[:len] of one (batch, kv head) slice [S_k, cols].
-// `gather` holds S_k · cols floats when the slice needs_gather.
+// dst [p, cols] = proj[:, :len] · rows[:len] of one (batch, kv head) slice [S_k, cols], each
+// row j rotated at its key position first when `rope` is given. `gather` holds S_k · cols
+// floats when the slice needs_gather or is rotated.
 void project(const MatrixView<const float>& proj, const ConstTensor& t, std::int64_t b,
-             std::int64_t h, std::int64_t len, float* gather, float* dst) {
+             std::int64_t h, std::int64_t len, const RopeTables* rope, float* gather, float* dst) {
   const std::int64_t cols = t.shape[3];
   const float* src = t.ptr(b, h, 0);
   std::int64_t ld = t.strides[2];
-  if (needs_gather(t)) {
+  if (rope != nullptr) {
+    const RopeRows& rows = rope->rows();
+    for (std::int64_t j = 0; j < len; ++j) {
+      rotate_row_at(t.ptr(b, h, j), t.strides[3], cols, 1.0f, *rope, rows, RopeSide::kKey, j,
+                    gather + j * cols);
+    }
+    src = gather;
+    ld = cols;
+  } else if (needs_gather(t)) {
     for (std::int64_t j = 0; j < len; ++j) {
       for (std::int64_t c = 0; c < cols; ++c) gather[j * cols + c] = t.at(b, h, j, c);
     }
@@ -101,7 +113,7 @@ class LinformerVariant final : public AttentionVariant {
   Variant id() const override { return Variant::kLinformer; }
 
   void check(const Problem& p, const VariantSpec& spec) const override {
-    refuse_positional(p, "linformer");
+    refuse_alibi(p, "linformer", "a projected key mixes every position, so it has no distance");
     const auto& s = std::get<LinformerSpec>(spec);
     if (p.mask->causal) {
       unsupported("mask.causal",
@@ -173,8 +185,9 @@ class LinformerVariant final : public AttentionVariant {
                          kMinParallelFlops;
     const int team = parallel ? static_cast<int>(std::min<std::int64_t>(p.threads, tasks)) : 1;
     // Every allocation happens here, outside the region (an exception may not leave one).
+    const RopeTables* rope = rope_of(p.positional.get());
     const std::int64_t gather_floats =
-        needs_gather(p.k) || needs_gather(p.v)
+        needs_gather(p.k) || needs_gather(p.v) || rope != nullptr
             ? checked_product({p.seq_k(), std::max(p.dim(), p.dim_v())}, "S_k x D (row copy)")
             : 0;
     std::vector<float> gathers = checked_vector<float>(
@@ -185,8 +198,8 @@ class LinformerVariant final : public AttentionVariant {
 #pragma omp for schedule(dynamic, 1)
       for (std::int64_t t = 0; t < tasks; ++t) {
         const std::int64_t b = t / heads, h = t % heads, len = p.key_length(b);
-        project(proj.e, p.k, b, h, len, gather, kp.data() + t * k * p.dim());
-        project(proj.f, p.v, b, h, len, gather, vp.data() + t * k * p.dim_v());
+        project(proj.e, p.k, b, h, len, rope, gather, kp.data() + t * k * p.dim());
+        project(proj.f, p.v, b, h, len, nullptr, gather, vp.data() + t * k * p.dim_v());
       }
     }
     // The projected keys are all valid (padding was applied before projecting).
@@ -195,6 +208,8 @@ class LinformerVariant final : public AttentionVariant {
     projected.k = bhsd<const float>(kp.data(), p.batch(), heads, k, p.dim());
     projected.v = bhsd<const float>(vp.data(), p.batch(), heads, k, p.dim_v());
     projected.mask = &kNoMask;
+    // RoPE: the keys were rotated before projecting, the dense kernel rotates the queries.
+    if (rope != nullptr) projected.positional = queries_only(*p.positional);
     const AttentionVariant& dense = dense_variant();
     dense.check(projected, DenseSpec{});
     dense.run(projected, DenseSpec{});
