@@ -14,6 +14,7 @@
 #include "seqattn/seqattn.hpp"
 #include "support/test_tensors.hpp"
 #include "tests/kv_cache/kv_cache_support.hpp"
+#include "tests/positional/rope_options.hpp"
 #include "tests/variants/target_loop.hpp"
 
 namespace seqattn::testing {
@@ -115,14 +116,6 @@ void expect_matches_reference(const Case& c, std::uint32_t seed) {
     }
     EXPECT_LE(w_err, kTolerance);
   }
-}
-
-RotaryEmbedding rope(RopeLayout layout, std::int64_t dims = 0, double theta = 10000.0) {
-  RotaryEmbedding r;
-  r.layout = layout;
-  r.dims = dims;
-  r.theta = theta;
-  return r;
 }
 
 TEST(Rope, BothLayoutsAgainstExplicitRotation) {

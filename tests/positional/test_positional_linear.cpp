@@ -15,6 +15,7 @@
 #include "reference/reference.hpp"
 #include "seqattn/seqattn.hpp"
 #include "support/test_tensors.hpp"
+#include "tests/positional/rope_options.hpp"
 #include "tests/variants/linear_test_cases.hpp"
 #include "tests/variants/target_loop.hpp"
 
@@ -22,14 +23,6 @@ namespace seqattn::testing {
 namespace {
 
 constexpr double kTolerance = 1e-5;
-
-RotaryEmbedding rope(RopeLayout layout, std::int64_t dims = 0, double theta = 10000.0) {
-  RotaryEmbedding r;
-  r.layout = layout;
-  r.dims = dims;
-  r.theta = theta;
-  return r;
-}
 
 // attend() with linear attention and `r` against reference::linear with the same rope;
 // returns the output for comparisons between runs.
