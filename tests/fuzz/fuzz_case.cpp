@@ -205,25 +205,6 @@ void fuzz_cache(FuzzedDataProvider& fdp, Case& c) {
   }
 }
 
-// x [B, H, S, D] (contiguous) rotated in place by RoPE at positions rope.offset + first + s.
-void rotate_rows(std::vector<float>& x, const std::array<std::int64_t, 4>& shape,
-                 const RotaryEmbedding& rope, std::int64_t first) {
-  const ConstTensor view = bhsd_view(x, shape);
-  std::vector<float> rotated;
-  rotated.reserve(x.size());
-  for (std::int64_t b = 0; b < shape[0]; ++b) {
-    for (std::int64_t h = 0; h < shape[1]; ++h) {
-      for (std::int64_t s = 0; s < shape[2]; ++s) {
-        for (const double e :
-             reference::rotated_row(view, b, h, s, rope, rope.offset + first + s)) {
-          rotated.push_back(static_cast<float>(e));
-        }
-      }
-    }
-  }
-  x = std::move(rotated);
-}
-
 // The encodings as the reference applies them: the default slopes are the library's
 // alibi_slopes (checked against the published formula in tests/positional/).
 reference::Positional reference_positional(const AttentionOptions& o, std::int64_t heads_q) {
@@ -280,8 +261,9 @@ std::optional<Expected> Case::reference(std::int64_t cached_len) const {
     // A half cache rotates each key in fp32 and then rounds it: so does the reference (the
     // rounded key rotated would differ by the rounding error, turned).
     if (options.rope && cache_shape.dtype != DType::kF32) {
-      rotate_rows(kf, k->shape(), *options.rope, 0);
-      rotate_rows(qf, q->shape(), *options.rope, cached_len - q->shape()[2]);
+      kf = reference::rotated_copy(bhsd_view(kf, k->shape()), options.rope, false, 0);
+      qf = reference::rotated_copy(bhsd_view(qf, q->shape()), options.rope, true,
+                                   cached_len - q->shape()[2]);
       rotated = true;
     }
     kf = rounded_to(cache_shape.dtype, std::move(kf));

@@ -194,6 +194,8 @@ std::vector<double> positioned_row(const ConstTensor& x, std::int64_t b, std::in
   return values;
 }
 
+}  // namespace
+
 // x rotated row by row at its RoPE positions, rounded to float, contiguous [B, H, S, D].
 std::vector<float> rotated_copy(const ConstTensor& x, const std::optional<RotaryEmbedding>& rope,
                                 bool query, std::int64_t first) {
@@ -209,8 +211,6 @@ std::vector<float> rotated_copy(const ConstTensor& x, const std::optional<Rotary
   }
   return out;
 }
-
-}  // namespace
 
 Result linear(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
               FeatureMap feature_map, const std::vector<float>& favor_w, std::int64_t m,

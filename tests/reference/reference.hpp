@@ -57,6 +57,11 @@ std::vector<double> rotated_row(const ConstTensor& x, std::int64_t b, std::int64
                                 std::int64_t s, const std::optional<RotaryEmbedding>& rope,
                                 std::int64_t position);
 
+// x rotated row by row at its RoPE positions (explicit ones of its side, or first + s; plus the
+// offset; unrotated without rope), rounded to float, contiguous [B, H, S, D].
+std::vector<float> rotated_copy(const ConstTensor& x, const std::optional<RotaryEmbedding>& rope,
+                                bool query, std::int64_t first);
+
 // Kernelised linear attention (see LinearSpec). favor_w is the [m, D] FAVOR+ matrix (row-major,
 // contiguous) and is ignored for the other feature maps. Honours key_lengths and causal.
 // RoPE rotates q and k (positions as in dense) before √scale and φ.
