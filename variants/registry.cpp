@@ -37,6 +37,8 @@ const AttentionVariant& variant_for(Variant id) {
       return linear_variant();
     case Variant::kLinformer:
       return linformer_variant();
+    case Variant::kHierarchical:
+      return hierarchical_variant();
     case Variant::kAuto:
       break;
   }

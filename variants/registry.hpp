@@ -10,5 +10,6 @@ const AttentionVariant& dense_variant();           // variants/dense/
 const AttentionVariant& sliding_window_variant();  // variants/sliding_window/
 const AttentionVariant& linear_variant();          // variants/linear/
 const AttentionVariant& linformer_variant();       // variants/linformer/
+const AttentionVariant& hierarchical_variant();    // variants/hierarchical/
 
 }  // namespace seqattn::detail

@@ -15,9 +15,9 @@
 
 namespace seqattn {
 
-enum class Variant { kDense, kSlidingWindow, kLinear, kLinformer, kAuto };
+enum class Variant { kDense, kSlidingWindow, kLinear, kLinformer, kHierarchical, kAuto };
 
-// "dense", "sliding-window", "linear", "linformer", "auto".
+// "dense", "sliding-window", "linear", "linformer", "hierarchical", "auto".
 std::string_view to_string(Variant v);
 // Inverse of to_string; throws Error naming `argument` for an unknown name.
 Variant parse_variant(std::string_view name, std::string_view argument = "variant");
@@ -74,6 +74,29 @@ struct LinformerSpec {
   MatrixView<const float> f{};
 };
 
+// Hierarchical attention (H-Transformer-1D, Zhu & Soricut 2021): the document's "aggregate the
+// sequence in blocks, then attend" as a hierarchical matrix. Self-attention only (S_q = S_k).
+// Level 0: query block I (block positions [I·b, (I+1)·b)) sees key blocks I-1, I, I+1
+// exactly. Level l >= 1: tokens are grouped by 2^l (group t = positions [t·2^l, (t+1)·2^l)
+// clipped to S); a coarse key is the mean of its group's valid keys (positions < key_length),
+// its value the mean of their values, and it counts c = (number of valid keys) times in the
+// normaliser; a coarse query is the mean of its group's queries. Coarse query t sees coarse
+// key u when their level-l blocks (of b coarse tokens) are adjacent, |t/b - u/b| <= 1, and no
+// finer level covers the pair, |t/(b/2) - u/(b/2)| >= 2 (integer division); its result
+// applies to every token of group t. Every level shares one softmax normaliser:
+//   out_i = Σ_(l,u) c_u·exp(s_lu)·v̄_u / Σ_(l,u) c_u·exp(s_lu),  s_lu = scale·q̃_l·k̄_u.
+// The last group of a length that is not a multiple of 2^l averages the tokens it has.
+// Causal: level 0 is causal inside the diagonal block, levels >= 1 see only the previous
+// block (all of whose tokens precede the query), and q̃_l is the query itself rather than its
+// group's mean, so no output depends on a later token (a group's mean query would hold
+// later tokens); this costs O(S·b·D·levels) instead of O(S·b·D). Every pair (i, j) is seen at
+// exactly one level up to `levels`; pairs farther apart than the top level reaches are not
+// seen when `levels` is smaller than the length needs.
+struct HierarchicalSpec {
+  std::int64_t block = 64;  // b: even, in [2, 2^20]
+  std::int64_t levels = 0;  // coarse levels above level 0; 0 = as many as the length needs
+};
+
 // Picks one of the above from the sequence length through a SelectionPolicy.
 struct AutoSpec {
   SelectionPolicy policy{};
@@ -82,7 +105,8 @@ struct AutoSpec {
   std::optional<double> max_error{};
 };
 
-using VariantSpec = std::variant<DenseSpec, SlidingWindowSpec, LinearSpec, LinformerSpec, AutoSpec>;
+using VariantSpec = std::variant<DenseSpec, SlidingWindowSpec, LinearSpec, LinformerSpec,
+                                 HierarchicalSpec, AutoSpec>;
 Variant variant_of(const VariantSpec& spec);
 
 // Which keys each query may see. All parts combine: a key is visible when every part allows it.

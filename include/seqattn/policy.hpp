@@ -15,18 +15,19 @@ enum class Variant;
 // One calibrated point: a variant's median time and its error against exact dense at length
 // seq, measured by `seqattn calibrate` on the profile's input family.
 struct PolicyMeasurement {
-  std::string variant;  // "dense", "sliding-window" or "linear" (what the policy can choose)
+  std::string variant;  // "dense", "sliding-window", "linear" or "hierarchical" (choosable)
   std::int64_t seq = 0;
   double seconds = 0;
   double error = 0;  // max |out - dense| / max |dense|
 };
 
 struct SelectionPolicy {
-  std::int64_t dense_max_seq = 512;    // S <= this: dense
-  std::int64_t sparse_max_seq = 2048;  // dense_max_seq < S <= this: sliding window
-  std::int64_t window = 256;           // sliding window half-width (each side)
-  std::string feature_map = "elu1";    // linear attention's feature map above sparse_max_seq
-  std::int64_t num_features = 0;       // FAVOR+ m (0 = D)
+  std::int64_t dense_max_seq = 512;      // S <= this: dense
+  std::int64_t sparse_max_seq = 2048;    // dense_max_seq < S <= this: sliding window
+  std::int64_t window = 256;             // sliding window half-width (each side)
+  std::string feature_map = "elu1";      // linear attention's feature map above sparse_max_seq
+  std::int64_t num_features = 0;         // FAVOR+ m (0 = D)
+  std::int64_t hierarchical_block = 64;  // block b when a budget picks hierarchical attention
   std::string source = "default (reference document 003, section 5.2)";
   // From a calibrated profile: time and error per variant and length, measured on the input
   // family `inputs`, and the profile's error budget. With a budget (this one, or the caller's)

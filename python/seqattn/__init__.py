@@ -39,7 +39,7 @@ def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=
               scale=None, window=None, window_right=None, global_tokens=None, feature_map=None,
               features=None, proj_len=None, seed=0, return_lse=False, return_weights=False,
               threads=0, layout="bhsd", out=None, return_record=False, profile=None,
-              max_error=None, rope=None, alibi=None):
+              max_error=None, rope=None, alibi=None, block=None, levels=None):
     """out = softmax(q kᵀ·scale + mask) v over the chosen variant.
 
     q [B, H_q, S_q, D], k [B, H_kv, S_k, D], v [B, H_kv, S_k, D_v] with layout="bhsd"
@@ -48,8 +48,9 @@ def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=
 
     variant: "dense", "sliding-window" (window = left reach, window_right = right reach,
     default window; global_tokens), "linear" (feature_map "elu1" | "relu" | "favor",
-    features = FAVOR+ m, seed), "linformer" (proj_len, seed) or "auto" (the policy, or
-    `profile`). causal: key j visible to query i iff j <= i + S_k - S_q (aligned at the end).
+    features = FAVOR+ m, seed), "linformer" (proj_len, seed), "hierarchical" (block = b,
+    default 64; levels, default 0 = as many as S needs; self-attention only) or "auto" (the
+    policy, or `profile`). causal: key j visible to query i iff j <= i + S_k - S_q (aligned at the end).
     key_lengths: per-batch number of valid keys. mask: boolean, True = visible, broadcastable
     to the scores [B, H_q, S_q, S_k]; bias: float32 added to the scaled scores (dense).
     scale: default 1/sqrt(D) (linear elu1/relu: none, see the C++ LinearSpec). max_error:
@@ -88,7 +89,7 @@ def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=
     weights = empty(q, (b, h_q, s_q, s_k), float32=True) if return_weights else None
     opts = make_options(variant, causal, key_lengths, scale, window, window_right,
                         global_tokens, feature_map, features, proj_len, seed, threads, profile,
-                        max_error, rope, alibi)
+                        max_error, rope, alibi, block, levels)
     record = _seqattn.attend(
         q4, k4, v4, result if out is None else as_4d("out", out, layout), opts,
         mask=None if mask is None else scores_4d("mask", mask, rank),

@@ -13,7 +13,7 @@ def _optional(name, x):
 def make_options(variant="dense", causal=False, key_lengths=None, scale=None, window=None,
                  window_right=None, global_tokens=None, feature_map=None, features=None,
                  proj_len=None, seed=0, threads=0, profile=None, max_error=None, rope=None,
-                 alibi=None):
+                 alibi=None, block=None, levels=None):
     """The compiled Options for these keyword arguments (shared by attention, plan and MHA).
 
     Integers are checked here (a float with a fraction, or a value outside the C++ type, is a
@@ -30,5 +30,6 @@ def make_options(variant="dense", causal=False, key_lengths=None, scale=None, wi
                        for i, t in enumerate(global_tokens or [])],
         feature_map=feature_map or "elu1", features=integer("features", features or 0, *_I64),
         proj_len=_optional("proj_len", proj_len), seed=integer("seed", seed, 0, 2**64 - 1),
+        block=_optional("block", block), levels=_optional("levels", levels),
         threads=integer("threads", threads, -2**31, 2**31 - 1), profile=profile,
         max_error=None if max_error is None else float(max_error), rope=rope, alibi=alibi)

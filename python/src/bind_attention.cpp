@@ -21,6 +21,7 @@ VariantSpec variant_spec(const std::string& variant, std::optional<std::int64_t>
                          const std::vector<std::int64_t>& global_tokens,
                          const std::string& feature_map, std::int64_t features,
                          std::optional<std::int64_t> proj_len, std::uint64_t seed,
+                         std::optional<std::int64_t> block, std::optional<std::int64_t> levels,
                          const std::optional<std::string>& profile) {
   switch (parse_variant(variant, "variant")) {
     case Variant::kDense:
@@ -45,6 +46,12 @@ VariantSpec variant_spec(const std::string& variant, std::optional<std::int64_t>
       s.seed = seed;
       return s;
     }
+    case Variant::kHierarchical: {
+      HierarchicalSpec s;
+      if (block) s.block = *block;
+      if (levels) s.levels = *levels;
+      return s;
+    }
     case Variant::kAuto: {
       AutoSpec s;
       if (profile) s.policy = SelectionPolicy::load_json(*profile);
@@ -60,12 +67,13 @@ AttentionOptions make_options(const std::string& variant, bool causal,
                               std::optional<std::int64_t> window_right,
                               const std::vector<std::int64_t>& global_tokens,
                               const std::string& feature_map, std::int64_t features,
-                              std::optional<std::int64_t> proj_len, std::uint64_t seed, int threads,
-                              const std::optional<std::string>& profile,
+                              std::optional<std::int64_t> proj_len, std::uint64_t seed,
+                              std::optional<std::int64_t> block, std::optional<std::int64_t> levels,
+                              int threads, const std::optional<std::string>& profile,
                               std::optional<double> max_error, py::handle rope, py::handle alibi) {
   AttentionOptions o;
   o.variant = variant_spec(variant, window, window_right, global_tokens, feature_map, features,
-                           proj_len, seed, profile);
+                           proj_len, seed, block, levels, profile);
   o.mask.causal = causal;
   o.mask.key_lengths = key_lengths;
   o.scale = scale;
@@ -192,8 +200,8 @@ void register_attention(py::module_& m) {
   m.def("options", &make_options, py::arg("variant"), py::arg("causal"), py::arg("key_lengths"),
         py::arg("scale"), py::arg("window"), py::arg("window_right"), py::arg("global_tokens"),
         py::arg("feature_map"), py::arg("features"), py::arg("proj_len"), py::arg("seed"),
-        py::arg("threads"), py::arg("profile"), py::arg("max_error"), py::arg("rope"),
-        py::arg("alibi"));
+        py::arg("block"), py::arg("levels"), py::arg("threads"), py::arg("profile"),
+        py::arg("max_error"), py::arg("rope"), py::arg("alibi"));
   m.def("attend", &attend_arrays, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
         py::arg("options"), py::arg("mask"), py::arg("bias"), py::arg("lse"), py::arg("weights"),
         py::arg("layout"));

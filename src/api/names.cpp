@@ -29,6 +29,8 @@ std::string_view to_string(Variant v) {
       return "linear";
     case Variant::kLinformer:
       return "linformer";
+    case Variant::kHierarchical:
+      return "hierarchical";
     case Variant::kAuto:
       return "auto";
   }
@@ -37,11 +39,11 @@ std::string_view to_string(Variant v) {
 
 Variant parse_variant(std::string_view name, std::string_view argument) {
   for (Variant v : {Variant::kDense, Variant::kSlidingWindow, Variant::kLinear, Variant::kLinformer,
-                    Variant::kAuto}) {
+                    Variant::kHierarchical, Variant::kAuto}) {
     if (name == to_string(v)) return v;
   }
   throw Error(ErrorKind::kInvalidArgument, std::string(argument),
-              "one of dense, sliding-window, linear, linformer, auto", quoted(name));
+              "one of dense, sliding-window, linear, linformer, hierarchical, auto", quoted(name));
 }
 
 std::string_view to_string(FeatureMap f) {
@@ -79,4 +81,6 @@ static_assert(
 static_assert(
     std::is_same_v<std::variant_alternative_t<3, seqattn::VariantSpec>, seqattn::LinformerSpec>);
 static_assert(
-    std::is_same_v<std::variant_alternative_t<4, seqattn::VariantSpec>, seqattn::AutoSpec>);
+    std::is_same_v<std::variant_alternative_t<4, seqattn::VariantSpec>, seqattn::HierarchicalSpec>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<5, seqattn::VariantSpec>, seqattn::AutoSpec>);

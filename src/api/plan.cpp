@@ -46,11 +46,14 @@ Resolved resolve(const VariantSpec& requested, const detail::Problem& p) {
       spec.num_features = policy.num_features;
       return {spec, sel.reason};
     }
+    case Variant::kHierarchical:
+      return {HierarchicalSpec{policy.hierarchical_block, 0}, sel.reason};
     default:
       break;
   }
   throw Error(ErrorKind::kInvalidArgument, "policy",
-              "a decision of dense, sliding-window or linear", std::string(to_string(sel.variant)));
+              "a decision of dense, sliding-window, linear or hierarchical",
+              std::string(to_string(sel.variant)));
 }
 
 // The cache path's structure: the split and, for a sliding window, the band and globals.

@@ -25,6 +25,10 @@ void check_policy(const SelectionPolicy& p, const std::string& where) {
   if (p.window < 1) {
     throw Error(ErrorKind::kInvalidArgument, where + "window", ">= 1", std::to_string(p.window));
   }
+  if (p.hierarchical_block < 2 || p.hierarchical_block % 2 != 0) {
+    throw Error(ErrorKind::kInvalidArgument, where + "hierarchical_block", "an even number >= 2",
+                std::to_string(p.hierarchical_block));
+  }
   if (p.num_features < 0) {
     throw Error(ErrorKind::kInvalidArgument, where + "num_features", ">= 0",
                 std::to_string(p.num_features));
@@ -137,7 +141,7 @@ void read_measurements(const nlohmann::json& m, const std::string& path, Selecti
   for (const auto& seq : seqs) {
     if (!seq.is_number_integer() || seq.get<std::int64_t>() < 1) bad("seqs", "lengths >= 1", seq);
   }
-  for (const char* name : {"dense", "sliding-window", "linear"}) {
+  for (const char* name : {"dense", "sliding-window", "linear", "hierarchical"}) {
     if (!m.at("variants").contains(name)) continue;
     const nlohmann::json& v = m.at("variants").at(name);
     if (!v.contains("median_ms") || !v.contains("relative_error")) continue;  // not built
@@ -210,6 +214,7 @@ SelectionPolicy SelectionPolicy::load_json(const std::string& path) {
   read_int("sparse_max_seq", p.sparse_max_seq);
   read_int("window", p.window);
   read_int("num_features", p.num_features);
+  read_int("hierarchical_block", p.hierarchical_block);
   if (policy.contains("feature_map")) {
     if (!policy.at("feature_map").is_string()) {
       throw Error(ErrorKind::kInvalidArgument, path + ": feature_map", "a string",
@@ -236,7 +241,8 @@ void SelectionPolicy::save_json(const std::string& path) const {
                       {"sparse_max_seq", sparse_max_seq},
                       {"window", window},
                       {"feature_map", feature_map},
-                      {"num_features", num_features}};
+                      {"num_features", num_features},
+                      {"hierarchical_block", hierarchical_block}};
   if (max_error) j["max_error"] = *max_error;
   if (!measurements.empty()) j["measurements"] = measurements_json(*this);
   std::ofstream out(path);

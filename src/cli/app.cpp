@@ -11,7 +11,8 @@ namespace seqattn::cli {
 
 std::unique_ptr<CLI::App> make_app() {
   auto app = std::make_unique<CLI::App>(
-      "seqattn: fast CPU attention (dense, sliding window, linear, Linformer)", "seqattn");
+      "seqattn: fast CPU attention (dense, sliding window, linear, Linformer, hierarchical)",
+      "seqattn");
   app->require_subcommand(1);
   app->fallthrough(false);
   add_run_command(*app);

@@ -10,7 +10,7 @@
 namespace seqattn::cli {
 
 std::vector<CatalogueEntry> catalogue(std::int64_t window, const std::string& feature_map,
-                                      std::int64_t proj_len) {
+                                      std::int64_t proj_len, std::int64_t block) {
   LinearSpec linear;
   linear.feature_map = parse_feature_map(feature_map, "--feature-map");
   LinformerSpec linformer;
@@ -21,6 +21,7 @@ std::vector<CatalogueEntry> catalogue(std::int64_t window, const std::string& fe
        "window " + std::to_string(window) + "+" + std::to_string(window)},
       {"linear", linear, "feature map " + feature_map},
       {"linformer", linformer, "k = " + std::to_string(proj_len)},
+      {"hierarchical", HierarchicalSpec{block, 0}, "block " + std::to_string(block)},
   };
 }
 

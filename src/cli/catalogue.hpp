@@ -13,14 +13,14 @@
 namespace seqattn::cli {
 
 struct CatalogueEntry {
-  std::string name;  // "dense", "sliding-window", "linear", "linformer"
+  std::string name;  // "dense", "sliding-window", "linear", "linformer", "hierarchical"
   VariantSpec spec;
   std::string parameters;  // e.g. "window 256+256", for tables
 };
 
-// Dense first. window/feature_map/proj_len parameterise the approximations.
+// Dense first. window/feature_map/proj_len/block parameterise the approximations.
 std::vector<CatalogueEntry> catalogue(std::int64_t window, const std::string& feature_map,
-                                      std::int64_t proj_len);
+                                      std::int64_t proj_len, std::int64_t block);
 
 // Why `spec` cannot run (the kNotImplemented message), or nothing when it is built: one tiny
 // attend() call decides.

@@ -31,6 +31,7 @@ struct CalibrateFlags {
   std::int64_t window = 256;
   std::string feature_map = "elu1";
   std::int64_t proj_len = 256;
+  std::int64_t block = 64;
   std::string out;
   std::string inputs = "uniform";
   double max_error = -1;  // < 0: no budget in the profile
@@ -170,7 +171,8 @@ void calibrate(CalibrateFlags f) {
   }
   f.shape.kv_heads = f.shape.heads;
   f.shape.dim_v = f.shape.dim;
-  const std::vector<CatalogueEntry> entries = catalogue(f.window, f.feature_map, f.proj_len);
+  const std::vector<CatalogueEntry> entries =
+      catalogue(f.window, f.feature_map, f.proj_len, f.block);
   const std::map<std::string, Series> series = measure_all(f, entries, seqs);
 
   nlohmann::json measurements = measurements_json(f, seqs, entries, series);
@@ -183,6 +185,7 @@ void calibrate(CalibrateFlags f) {
                             {"window", policy.window},
                             {"feature_map", policy.feature_map},
                             {"num_features", policy.num_features},
+                            {"hierarchical_block", f.block},
                             {"measurements", measurements}};
   if (budget) profile["max_error"] = f.max_error;
   npy::write_file_atomically(f.out, profile.dump(2) + "\n", "--out");
@@ -205,6 +208,7 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--window", flags->window, "sliding window per side")->capture_default_str();
   cmd->add_option("--feature-map", flags->feature_map, "linear feature map")->capture_default_str();
   cmd->add_option("--proj-len", flags->proj_len, "linformer k")->capture_default_str();
+  cmd->add_option("--block", flags->block, "hierarchical block size")->capture_default_str();
   cmd->add_option("--inputs", flags->inputs,
                   "input family the errors are measured on: decaying|anchors|lowrank|uniform")
       ->capture_default_str();

@@ -23,7 +23,7 @@ struct ReportFlags {
   bool full = false;
   std::string threads_list;
   std::string seqs;
-  std::string variants = "dense,sliding-window,linear,linformer";
+  std::string variants = "dense,sliding-window,linear,linformer,hierarchical";
   double max_dense_seconds = 0;
   double max_point_seconds = 0;
   int max_repeat = 5;
@@ -31,6 +31,7 @@ struct ReportFlags {
   std::int64_t window = 256;
   std::string feature_map = "elu1";
   std::int64_t proj_len = 256;
+  std::int64_t block = 64;
   std::string python;
   std::string plot_script;
   bool no_plot = false;
@@ -419,7 +420,7 @@ ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>&
     return names;
   }();
   for (const std::string& name : wanted) parse_variant(name, "--variants");
-  for (const CatalogueEntry& e : catalogue(f.window, f.feature_map, f.proj_len)) {
+  for (const CatalogueEntry& e : catalogue(f.window, f.feature_map, f.proj_len, f.block)) {
     if (std::find(wanted.begin(), wanted.end(), e.name) == wanted.end()) continue;
     if (const std::optional<std::string> why = not_built_reason(e.spec)) {
       c.not_built[e.name] = *why;
@@ -460,6 +461,7 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--window", flags->window, "sliding window per side")->capture_default_str();
   cmd->add_option("--feature-map", flags->feature_map, "linear feature map")->capture_default_str();
   cmd->add_option("--proj-len", flags->proj_len, "linformer k")->capture_default_str();
+  cmd->add_option("--block", flags->block, "hierarchical block size")->capture_default_str();
   cmd->add_option("--python", flags->python, "python with matplotlib (default /usr/bin/python3)");
   cmd->add_option("--plot-script", flags->plot_script, "path of scripts/plot_scaling.py");
   cmd->add_flag("--no-plot", flags->no_plot, "skip scaling.png");

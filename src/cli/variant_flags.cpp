@@ -17,7 +17,8 @@ void reject_unused(const VariantFlags& f, const std::string& variant,
   const PolicyFlags& p = f.policy;
   for (const CLI::Option* option :
        {f.window_opt, f.window_right_opt, f.global_opt, f.feature_map_opt, f.features_opt,
-        f.seed_opt, f.proj_len_opt, p.profile_opt, p.dense_max_opt, p.sparse_max_opt}) {
+        f.seed_opt, f.proj_len_opt, f.block_opt, f.levels_opt, p.profile_opt, p.dense_max_opt,
+        p.sparse_max_opt}) {
     if (!given(option) || std::find(used.begin(), used.end(), option) != used.end()) continue;
     std::string text = option->get_name();
     for (const std::string& value : option->results()) text += " " + value;
@@ -60,6 +61,11 @@ LinformerSpec linformer_spec(const VariantFlags& f) {
   return spec;
 }
 
+HierarchicalSpec hierarchical_spec(const VariantFlags& f) {
+  reject_unused(f, "hierarchical", {f.block_opt, f.levels_opt}, "--block, --levels");
+  return HierarchicalSpec{f.block, f.levels};
+}
+
 AutoSpec auto_spec(const VariantFlags& f) {
   const PolicyFlags& p = f.policy;
   reject_unused(f, "auto",
@@ -88,7 +94,9 @@ void add_policy_flags(CLI::App& command, PolicyFlags& flags) {
 }
 
 void add_variant_flags(CLI::App& command, VariantFlags& flags) {
-  command.add_option("--variant", flags.variant, "dense|sliding-window|linear|linformer|auto")
+  command
+      .add_option("--variant", flags.variant,
+                  "dense|sliding-window|linear|linformer|hierarchical|auto")
       ->capture_default_str();
   flags.window_opt = command.add_option("--window", flags.window,
                                         "sliding-window: keys on each side (auto: policy window)");
@@ -105,6 +113,9 @@ void add_variant_flags(CLI::App& command, VariantFlags& flags) {
   flags.seed_opt = command.add_option("--seed", flags.seed, "favor / linformer random seed");
   flags.proj_len_opt =
       command.add_option("--proj-len", flags.proj_len, "linformer: projected length k");
+  flags.block_opt = command.add_option("--block", flags.block, "hierarchical: block size b (even)");
+  flags.levels_opt = command.add_option(
+      "--levels", flags.levels, "hierarchical: coarse levels (0 = as many as the length needs)");
   add_policy_flags(command, flags.policy);
 }
 
@@ -138,6 +149,8 @@ VariantSpec make_spec(const VariantFlags& f) {
       return linear_spec(f);
     case Variant::kLinformer:
       return linformer_spec(f);
+    case Variant::kHierarchical:
+      return hierarchical_spec(f);
     case Variant::kAuto:
       return auto_spec(f);
   }

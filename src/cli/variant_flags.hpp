@@ -35,6 +35,8 @@ struct VariantFlags {
   std::int64_t features = 0;
   std::uint64_t seed = 0;
   std::int64_t proj_len = 256;
+  std::int64_t block = 64;
+  std::int64_t levels = 0;
   PolicyFlags policy;
 
   CLI::Option* window_opt = nullptr;
@@ -44,6 +46,8 @@ struct VariantFlags {
   CLI::Option* features_opt = nullptr;
   CLI::Option* seed_opt = nullptr;
   CLI::Option* proj_len_opt = nullptr;
+  CLI::Option* block_opt = nullptr;
+  CLI::Option* levels_opt = nullptr;
 };
 
 // --profile, --dense-max-seq, --sparse-max-seq.

@@ -100,6 +100,9 @@ inline reference::Result attention_reference(const VariantSpec& spec, const Cons
   if (const auto* lf = std::get_if<LinformerSpec>(&spec)) {
     return reference::linformer(q, k, v, lf->e, lf->f, mask, scale);
   }
+  if (const auto* hs = std::get_if<HierarchicalSpec>(&spec)) {
+    return reference::hierarchical(q, k, v, *hs, mask, scale);
+  }
   throw std::logic_error("attention_reference: no oracle for this variant spec");
 }
 

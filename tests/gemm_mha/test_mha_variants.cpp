@@ -58,6 +58,7 @@ std::vector<VariantCase> variant_cases(const VariantMatrices& m) {
   linformer.e = {m.e.data(), 8, kSeq, kSeq};
   linformer.f = {m.f.data(), 8, kSeq, kSeq};
   cases.push_back({"linformer", linformer, true});
+  cases.push_back({"hierarchical", HierarchicalSpec{4, 0}, true});  // 3 coarse levels at S = 33
   // The policy picks linear (relu) for S_k = 33 > sparse_max_seq = 16.
   AutoSpec automatic;
   automatic.policy.dense_max_seq = 8;

@@ -1,10 +1,12 @@
-// The structural part of visibility, before the Mask parts: every pair (dense) or a band
-// around the aligned diagonal plus global rows and columns (sliding window). The flash
-// kernel asks it for each query row's contiguous key range, which drives tile skipping.
+// The structural part of visibility, before the Mask parts: every pair (dense), a band
+// around the aligned diagonal plus global rows and columns (sliding window), or one key
+// range per query row given by the variant (hierarchical levels). The flash kernel asks it
+// for each query row's contiguous key range, which drives tile skipping.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "variants/attention_variant.hpp"
@@ -17,8 +19,24 @@ struct KeyPattern {
   std::vector<std::uint8_t> global_query;  // [S_q] when banded: row sees every key
   std::vector<std::uint8_t> global_key;    // [S_k] when banded: column seen by every row
   std::vector<std::int64_t> global_keys;   // sorted global key positions < S_k
+  // When non-empty ([S_q] each): row i sees keys [row_lo[i], row_hi[i]) instead of the band.
+  std::vector<std::int64_t> row_lo, row_hi;
 
   static KeyPattern dense() { return {}; }
+
+  // One contiguous key range per query row, [lo[i], hi[i]) (empty when hi <= lo); the mask's
+  // causal rule and key lengths still apply on top.
+  static KeyPattern row_ranges(std::vector<std::int64_t> lo, std::vector<std::int64_t> hi,
+                               std::int64_t seq_k) {
+    KeyPattern k;
+    k.banded = true;
+    k.global_query.assign(lo.size(), 0);
+    k.global_key.assign(static_cast<size_t>(seq_k), 0);
+    k.row_lo = std::move(lo);
+    k.row_hi = std::move(hi);
+    return k;
+  }
+  bool explicit_rows() const { return !row_lo.empty(); }
 
   // Band plus global tokens; `globals` must be sorted, unique and non-negative. Positions index
   // query rows (raw i) and key columns (j), as reference::sliding_window does.
@@ -51,6 +69,8 @@ struct KeyPattern {
   // Whether the pattern (alone) lets query i see key j; offset = S_k - S_q.
   bool allows(std::int64_t i, std::int64_t j, std::int64_t offset) const {
     if (!banded || is_global_query(i) || is_global_key(j)) return true;
+    if (explicit_rows())
+      return j >= row_lo[static_cast<size_t>(i)] && j < row_hi[static_cast<size_t>(i)];
     return j >= i + offset - left && j <= i + offset + right;
   }
 };

@@ -31,7 +31,10 @@ class TileVisibility {
   KeyRange row_range(std::int64_t i, std::int64_t key_length) const {
     KeyRange r{0, key_length};
     if (p_.mask->causal) r.hi = std::min(r.hi, mask_.causal_limit(i) + 1);
-    if (pattern_.banded && !pattern_.is_global_query(i)) {
+    if (pattern_.explicit_rows()) {
+      r.lo = std::max(r.lo, pattern_.row_lo[static_cast<size_t>(i)]);
+      r.hi = std::min(r.hi, pattern_.row_hi[static_cast<size_t>(i)]);
+    } else if (pattern_.banded && !pattern_.is_global_query(i)) {
       r.lo = std::max(r.lo, i + offset_ - pattern_.left);
       r.hi = std::min(r.hi, i + offset_ + pattern_.right + 1);
     }

@@ -1,0 +1,94 @@
+// Hierarchical attention from its definition (HierarchicalSpec in seqattn/options.hpp), pair by
+// pair: each visible (i, j) belongs to the finest level l whose blocks of b·2^l positions
+// holding i and j are equal or adjacent; its score is scale·q̃·k̄, where k̄ is the mean of the
+// valid keys of j's group of 2^l positions and q̃ the mean of the queries of i's group (the
+// query itself when causal). out_i = Σ_j exp(s_ij)·v_j / Σ_j exp(s_ij): summing v_j over a
+// group is its count times its mean value, so a coarse key counts for every key it holds.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "reference.hpp"
+
+namespace seqattn::reference {
+namespace {
+
+// Mean of rows [first, last) of x(b, h, ·) in double.
+std::vector<double> mean_rows(const ConstTensor& x, std::int64_t b, std::int64_t h,
+                              std::int64_t first, std::int64_t last) {
+  std::vector<double> m(static_cast<size_t>(x.shape[3]), 0.0);
+  for (std::int64_t r = first; r < last; ++r) {
+    for (std::int64_t d = 0; d < x.shape[3]; ++d) m[static_cast<size_t>(d)] += x.at(b, h, r, d);
+  }
+  for (double& e : m) e /= static_cast<double>(last - first);
+  return m;
+}
+
+std::int64_t levels_for(std::int64_t seq, std::int64_t block, std::int64_t requested) {
+  std::int64_t needed = 0;
+  while (seq > 2 * block * (std::int64_t{1} << needed)) ++needed;
+  return requested == 0 ? needed : std::min(requested, needed);
+}
+
+// The finest level at which i and j are in equal or adjacent blocks.
+std::int64_t level_of(std::int64_t i, std::int64_t j, std::int64_t block) {
+  std::int64_t l = 0;
+  while (std::abs(i / (block << l) - j / (block << l)) > 1) ++l;
+  return l;
+}
+
+}  // namespace
+
+Result hierarchical(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                    const HierarchicalSpec& spec, const Mask& mask, double scale) {
+  Result r;
+  r.batch = q.shape[0];
+  r.heads = q.shape[1];
+  r.seq_q = q.shape[2];
+  r.seq_k = k.shape[2];
+  r.dim_v = v.shape[3];
+  r.out.assign(static_cast<size_t>(r.batch * r.heads * r.seq_q * r.dim_v), 0.0);
+  r.lse.assign(static_cast<size_t>(r.batch * r.heads * r.seq_q),
+               -std::numeric_limits<double>::infinity());
+  const std::int64_t group = q.shape[1] / k.shape[1], seq = r.seq_k;
+  const std::int64_t levels = levels_for(seq, spec.block, spec.levels);
+  std::vector<double> s(static_cast<size_t>(seq));
+  for (std::int64_t b = 0; b < r.batch; ++b) {
+    const std::int64_t len = mask.key_lengths.empty() ? seq : mask.key_lengths[b];
+    for (std::int64_t h = 0; h < r.heads; ++h) {
+      for (std::int64_t i = 0; i < r.seq_q; ++i) {
+        double mx = -std::numeric_limits<double>::infinity();
+        for (std::int64_t j = 0; j < seq; ++j) {
+          s[j] = -std::numeric_limits<double>::infinity();
+          if (j >= len || (mask.causal && j > i)) continue;
+          const std::int64_t l = level_of(i, j, spec.block);
+          if (l > levels) continue;
+          const std::int64_t size = std::int64_t{1} << l;
+          const std::int64_t j0 = j / size * size, i0 = i / size * size;
+          const std::vector<double> kbar = mean_rows(k, b, h / group, j0, std::min(j0 + size, len));
+          const std::vector<double> qbar = mask.causal
+                                               ? mean_rows(q, b, h, i, i + 1)
+                                               : mean_rows(q, b, h, i0, std::min(i0 + size, seq));
+          double dot = 0;
+          for (size_t d = 0; d < kbar.size(); ++d) dot += qbar[d] * kbar[d];
+          s[j] = dot * scale;
+          mx = std::max(mx, s[j]);
+        }
+        if (mx == -std::numeric_limits<double>::infinity()) continue;
+        double sum = 0;
+        for (std::int64_t j = 0; j < seq; ++j) sum += std::exp(s[j] - mx);
+        const double lse = mx + std::log(sum);
+        r.lse[static_cast<size_t>((b * r.heads + h) * r.seq_q + i)] = lse;
+        for (std::int64_t j = 0; j < seq; ++j) {
+          const double w = std::exp(s[j] - lse);
+          for (std::int64_t d = 0; d < r.dim_v; ++d)
+            r.out[static_cast<size_t>(((b * r.heads + h) * r.seq_q + i) * r.dim_v + d)] +=
+                w * v.at(b, h / group, j, d);
+        }
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace seqattn::reference
