@@ -185,6 +185,46 @@ TEST(Hierarchical, EveryPairIsSeenAtExactlyOneLevel) {
   }
 }
 
+// The stored order makes each row's two sides one range: the stored positions a row visits
+// hold exactly its left and right coarse keys (causal: the left ones), plus dummies only.
+TEST(Hierarchical, StoredOrderGivesEachRowOneRangeOfItsKeys) {
+  using detail::LevelSide;
+  for (const std::int64_t len : {1, 2, 7, 64, 100, 333}) {
+    for (const std::int64_t block : {2, 4, 6, 16}) {
+      for (const bool causal : {false, true}) {
+        const detail::LevelLayout layout = detail::make_level_layout(len, block, !causal);
+        std::vector<std::int64_t> token_at(static_cast<size_t>(layout.key_rows), -1);
+        for (std::int64_t u = 0; u < len; ++u) {
+          const std::int64_t p = layout.key_at(u);
+          ASSERT_LT(p, layout.key_rows);
+          ASSERT_EQ(token_at[static_cast<size_t>(p)], -1) << "two tokens share a position";
+          token_at[static_cast<size_t>(p)] = u;
+          if (layout.paired) {
+            EXPECT_EQ(layout.query_token[static_cast<size_t>(layout.query_at(u))], u);
+          }
+        }
+        EXPECT_EQ(layout.key_dummies.size(), static_cast<size_t>(layout.key_rows - len));
+        for (std::int64_t t = 0; t < len; ++t) {
+          std::vector<std::int64_t> expected, seen;
+          for (const LevelSide side : {LevelSide::kLeft, LevelSide::kRight}) {
+            if (causal && side == LevelSide::kRight) continue;
+            const detail::KeyRangeOfRow r = detail::coarse_range(t, block, side, len);
+            for (std::int64_t u = r.lo; u < r.hi; ++u) expected.push_back(u);
+          }
+          const detail::KeyRangeOfRow stored = layout.row_keys(t);
+          for (std::int64_t p = stored.lo; p < stored.hi; ++p) {
+            if (token_at[static_cast<size_t>(p)] >= 0)
+              seen.push_back(token_at[static_cast<size_t>(p)]);
+          }
+          std::sort(seen.begin(), seen.end());
+          EXPECT_EQ(seen, expected)
+              << "len=" << len << " b=" << block << " t=" << t << " causal=" << causal;
+        }
+      }
+    }
+  }
+}
+
 // Causal outputs never depend on a later token: changing q, k and v after position p leaves
 // rows <= p bitwise unchanged (a group's mean query would leak later queries; see the spec).
 TEST(Hierarchical, CausalRowsIgnoreLaterTokens) {

@@ -12,8 +12,8 @@ constexpr std::int64_t kMinParallelFloats = std::int64_t{1} << 16;
 
 }  // namespace
 
-void halve_rows(const RowSource& src, const std::int64_t* counts, std::int64_t valid, float* dst,
-                std::int64_t ld, std::int64_t* counts_out, int threads) {
+void halve_rows(const RowSource& src, const std::int64_t* counts, std::int64_t valid,
+                const RowTarget& dst, std::int64_t* counts_out, int threads) {
   const std::int64_t out_rows = (src.rows + 1) / 2;
   const bool parallel = threads > 1 && out_rows * src.cols >= kMinParallelFloats;
 #pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
@@ -24,11 +24,11 @@ void halve_rows(const RowSource& src, const std::int64_t* counts, std::int64_t v
       const std::int64_t r = 2 * t + k;
       if (r >= src.rows) continue;
       c[k] = counts != nullptr ? counts[r] : (r < valid ? 1 : 0);
-      row[k] = src.base + r * src.row_stride;
+      row[k] = src.base + (src.position ? src.position[r] : r) * src.row_stride;
     }
     const std::int64_t total = c[0] + c[1];
     counts_out[t] = total;
-    float* out = dst + t * ld;
+    float* out = dst.row(t);
     if (total == 0) {
       std::fill(out, out + src.cols, 0.0f);
       continue;
@@ -50,11 +50,12 @@ void halve_rows(const RowSource& src, const std::int64_t* counts, std::int64_t v
   }
 }
 
-void write_log_counts(const std::int64_t* counts, std::int64_t rows, float scale, float* dst,
-                      std::int64_t ld, std::int64_t col) {
+void write_log_counts(const std::int64_t* counts, std::int64_t rows, float scale,
+                      const RowTarget& dst, std::int64_t col) {
   for (std::int64_t t = 0; t < rows; ++t) {
     const double c = static_cast<double>(counts[t]);
-    dst[t * ld + col] = c > 0 ? static_cast<float>(std::log(c) / static_cast<double>(scale)) : 0.0f;
+    dst.row(t)[col] = c > 0 ? static_cast<float>(std::log(c) / static_cast<double>(scale))
+                            : -std::numeric_limits<float>::infinity();
   }
 }
 

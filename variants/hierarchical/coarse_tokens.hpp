@@ -7,23 +7,32 @@
 
 namespace seqattn::detail {
 
-// Row r of a matrix: base + r·row_stride, element c at + c·col_stride.
+// Row r of a matrix is stored at base + slot(r)·row_stride, element c at + c·col_stride, where
+// slot(r) = position[r] (a level's stored order, LevelLayout::position) or r when null.
 struct RowSource {
   const float* base = nullptr;
   std::int64_t rows = 0, cols = 0, row_stride = 0, col_stride = 1;
+  const std::int64_t* position = nullptr;
+};
+struct RowTarget {
+  float* base = nullptr;
+  std::int64_t ld = 0;
+  const std::int64_t* position = nullptr;
+  float* row(std::int64_t r) const { return base + (position ? position[r] : r) * ld; }
 };
 
-// dst row t (of ceil(rows / 2), leading dimension ld) = the mean of rows 2t and 2t + 1 of src
-// weighted by their counts (null: each row < `valid` counts 1, the others 0); counts_out[t] =
-// the sum of the two. A row standing for no token is zeros.
-void halve_rows(const RowSource& src, const std::int64_t* counts, std::int64_t valid, float* dst,
-                std::int64_t ld, std::int64_t* counts_out, int threads);
+// dst row t (of ceil(rows / 2)) = the mean of rows 2t and 2t + 1 of src weighted by their
+// counts (null: each row < `valid` counts 1, the others 0); counts_out[t] = the sum of the two.
+// A row standing for no token is zeros.
+void halve_rows(const RowSource& src, const std::int64_t* counts, std::int64_t valid,
+                const RowTarget& dst, std::int64_t* counts_out, int threads);
 
-// Column `col` of each of `rows` rows of dst (leading dimension ld): ln(count)/scale, so that a
-// query column of 1 adds ln(count) to the scaled score (the coarse key counts `count` times in
-// the normaliser); 0 for a row that stands for no token (the kernel never reaches it).
-void write_log_counts(const std::int64_t* counts, std::int64_t rows, float scale, float* dst,
-                      std::int64_t ld, std::int64_t col);
+// Column `col` of rows [0, rows) of dst: ln(count)/scale, so that a query column of 1 adds
+// ln(count) to the scaled score (the coarse key counts `count` times in the normaliser); -inf
+// for a row that stands for no token, whose score is then -inf whatever the query (the other
+// columns of such a row are zeros).
+void write_log_counts(const std::int64_t* counts, std::int64_t rows, float scale,
+                      const RowTarget& dst, std::int64_t col);
 // Column `col` of each of `rows` rows of dst = 1.
 void write_ones(std::int64_t rows, float* dst, std::int64_t ld, std::int64_t col);
 

@@ -52,11 +52,81 @@ KeyPattern level0_pattern(std::int64_t seq, std::int64_t block) {
   return pattern_of_rows(seq, seq, [&](std::int64_t i) { return level0_range(i, block, seq); });
 }
 
-KeyPattern coarse_pattern(std::int64_t rows, std::int64_t shift, std::int64_t level_len,
-                          std::int64_t block, LevelSide side) {
-  return pattern_of_rows(rows, level_len, [&](std::int64_t r) {
-    return coarse_range(r >> shift, block, side, level_len);
+namespace {
+
+// Paired keys: even blocks first, each block's second half before its first.
+std::int64_t paired_key_slot(std::int64_t j, std::int64_t blocks) {
+  return j % 2 == 0 ? j / 2 : (blocks + 1) / 2 + j / 2;
+}
+
+// Paired queries: odd blocks first (their keys sit in the even slots), then even blocks.
+std::int64_t paired_query_slot(std::int64_t i, std::int64_t blocks) {
+  return i % 2 == 1 ? i / 2 : blocks / 2 + i / 2;
+}
+
+// Positions [0, count) not in `used`.
+std::vector<std::int64_t> unused_of(const std::vector<std::int64_t>& used, std::int64_t count) {
+  std::vector<std::uint8_t> taken(static_cast<size_t>(count), 0);
+  for (const std::int64_t p : used) taken[static_cast<size_t>(p)] = 1;
+  std::vector<std::int64_t> free;
+  for (std::int64_t p = 0; p < count; ++p) {
+    if (taken[static_cast<size_t>(p)] == 0) free.push_back(p);
+  }
+  return free;
+}
+
+}  // namespace
+
+LevelLayout make_level_layout(std::int64_t len, std::int64_t block, bool paired) {
+  LevelLayout l;
+  l.len = len;
+  l.block = block;
+  l.blocks = (len + block - 1) / block;
+  l.paired = paired;
+  l.key_rows = l.query_rows = paired ? l.blocks * block : len;
+  if (!paired) return l;
+  const std::int64_t half = block / 2;
+  l.key_position.resize(static_cast<size_t>(len));
+  l.query_position.resize(static_cast<size_t>(len));
+  l.query_token.assign(static_cast<size_t>(l.query_rows), -1);
+  for (std::int64_t u = 0; u < len; ++u) {
+    const std::int64_t j = u / block, within = u % block;
+    const std::int64_t swapped = within < half ? within + half : within - half;
+    l.key_position[static_cast<size_t>(u)] = paired_key_slot(j, l.blocks) * block + swapped;
+    const std::int64_t q = paired_query_slot(j, l.blocks) * block + within;
+    l.query_position[static_cast<size_t>(u)] = q;
+    l.query_token[static_cast<size_t>(q)] = u;
+  }
+  l.key_dummies = unused_of(l.key_position, l.key_rows);
+  l.query_dummies = unused_of(l.query_position, l.query_rows);
+  return l;
+}
+
+KeyRangeOfRow LevelLayout::row_keys(std::int64_t t) const {
+  if (!paired) return coarse_range(t, block, LevelSide::kLeft, len);
+  const std::int64_t half = block / 2, I = t / block, odd = (t / half) % 2;
+  const auto base = [&](std::int64_t j) { return paired_key_slot(j, blocks) * block; };
+  const bool left = I >= 1, right = I + 1 < blocks;
+  // Left: half 2I-2 (stored second) for an even half, both halves for an odd one.
+  // Right: both halves for an even half, half 2I+3 (stored first) for an odd one.
+  // With both sides, base(I + 1) = base(I - 1) + block: one range.
+  const std::int64_t lo = left ? base(I - 1) + (odd != 0 ? 0 : half) : right ? base(I + 1) : 0;
+  const std::int64_t hi = right  ? base(I + 1) + (odd != 0 ? half : block)
+                          : left ? base(I - 1) + block
+                                 : 0;
+  return {lo, hi};
+}
+
+KeyPattern paired_pattern(const LevelLayout& layout) {
+  return pattern_of_rows(layout.query_rows, layout.key_rows, [&](std::int64_t r) {
+    const std::int64_t t = layout.query_token[static_cast<size_t>(r)];
+    return t < 0 ? KeyRangeOfRow{0, 0} : layout.row_keys(t);
   });
+}
+
+KeyPattern causal_pattern(const LevelLayout& layout, std::int64_t seq, std::int64_t level) {
+  return pattern_of_rows(seq, layout.key_rows,
+                         [&](std::int64_t i) { return layout.row_keys(i >> level); });
 }
 
 double hierarchy_pairs(std::int64_t seq, std::int64_t block, std::int64_t levels, bool causal) {

@@ -5,8 +5,15 @@
 // At level l >= 1 a coarse query t sees coarse keys u with |t/b - u/b| <= 1 that no finer
 // level covers, |t/(b/2) - u/(b/2)| >= 2. In half-blocks of b/2 (h = t/(b/2), I = t/b) that is
 // the half-blocks {2I-2} ∪ {2I+2, 2I+3} for an even h and {2I-2, 2I-1} ∪ {2I+3} for an odd
-// one: a left range inside block I-1 and a right range inside block I+1, so each level is two
-// kernel calls of one range per row.
+// one: a left range inside block I-1 and a right range inside block I+1.
+//
+// The kernel visits one contiguous key range per row, so each level stores its coarse keys in
+// an order that makes both ranges one: blocks by parity (even blocks, then odd ones), so that
+// blocks I-1 and I+1 sit side by side for every I, and the two halves of each block swapped
+// (half 2J+1 first, then 2J). Block I's rows then see [2I-1 | 2I-2, 2I+3 | 2I+2]: positions
+// b/2 .. 2b of the pair of slots for an even half (2I-2, 2I+3, 2I+2) and 0 .. 1.5b for an odd
+// one (2I-1, 2I-2, 2I+3), one kernel call per level with 1.5·b keys per row. Positions of a
+// partial last block that hold no token are dummies the variant gives a score of -inf.
 #pragma once
 
 #include <cstdint>
@@ -38,12 +45,38 @@ KeyRangeOfRow level0_range(std::int64_t i, std::int64_t block, std::int64_t len)
 // length `len`.
 KeyRangeOfRow coarse_range(std::int64_t t, std::int64_t block, LevelSide side, std::int64_t len);
 
-// The kernel's patterns: level 0 over `seq` rows; one side of level l over `rows` query rows
-// whose coarse position is row >> shift (shift = 0: coarse queries; shift = l: the fine
-// queries of the causal form).
+// Where a level's coarse keys and coarse queries are stored. Causal levels keep the natural
+// order (a row sees only its left range, already contiguous) and their queries are the fine
+// rows. Non-causal levels are `paired` (see the top of this file): keys by block parity with
+// halves swapped, and query blocks reordered to match (odd blocks, then even ones, so that
+// consecutive stored query blocks see consecutive key slots and a kernel query tile visits a
+// few key tiles, not half the level). Positions of a partial last block that hold no token are
+// dummies: keys scoring -inf, query rows whose result is dropped.
+struct LevelLayout {
+  std::int64_t len = 0, block = 0, blocks = 0;
+  bool paired = false;
+  std::int64_t key_rows = 0, query_rows = 0;  // stored positions, dummies included
+  std::vector<std::int64_t> key_position;     // [len] where token u's key is (paired only)
+  std::vector<std::int64_t> query_position;   // [len] where token t's query is (paired only)
+  std::vector<std::int64_t> key_dummies, query_dummies;
+  std::vector<std::int64_t> query_token;  // [query_rows] the token stored there, or -1
+
+  std::int64_t key_at(std::int64_t u) const {
+    return paired ? key_position[static_cast<size_t>(u)] : u;
+  }
+  std::int64_t query_at(std::int64_t t) const {
+    return paired ? query_position[static_cast<size_t>(t)] : t;
+  }
+  // The stored key positions coarse token t sees: both sides when paired, else the left side.
+  KeyRangeOfRow row_keys(std::int64_t t) const;
+};
+LevelLayout make_level_layout(std::int64_t len, std::int64_t block, bool paired);
+
+// The kernel's patterns: level 0 over `seq` rows; a paired level over its stored query rows;
+// a causal level over `seq` fine query rows, row i being coarse token i >> level.
 KeyPattern level0_pattern(std::int64_t seq, std::int64_t block);
-KeyPattern coarse_pattern(std::int64_t rows, std::int64_t shift, std::int64_t level_len,
-                          std::int64_t block, LevelSide side);
+KeyPattern paired_pattern(const LevelLayout& layout);
+KeyPattern causal_pattern(const LevelLayout& layout, std::int64_t seq, std::int64_t level);
 
 // Visited (query, key) pairs of one (batch, query head), counted in the units each level
 // attends in (fine rows at level 0, coarse or fine rows above), for Cost.
