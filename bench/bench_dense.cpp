@@ -178,12 +178,12 @@ BENCHMARK(BM_NaiveThreePass)
     ->ArgsProduct({{512, 1024, 2048, 4096}, {64}})
     ->Unit(benchmark::kMillisecond);
 
-// Args: S, threads. Window 256 each side, D = 64, B = 1, H = 8. Tokens/s should stay flat in S;
-// GFLOPS counts the visible pairs exactly (see the variant's cost()).
-void BM_SlidingWindow(benchmark::State& state) {
+// One of the O(S) softmax variants over S (D = 64, B = 1, H = 8): tokens/s should stay flat in
+// S; GFLOPS counts the visited pairs exactly (see each variant's cost()).
+void run_linear_in_s(benchmark::State& state, const seqattn::VariantSpec& spec) {
   Inputs in(kHeads, state.range(0), 64);
   seqattn::AttentionOptions options;
-  options.variant = seqattn::SlidingWindowSpec{256, 256, {}};
+  options.variant = spec;
   options.threads = static_cast<int>(state.range(1));
   seqattn::RunRecord record;
   for (auto _ : state) {
@@ -198,7 +198,23 @@ void BM_SlidingWindow(benchmark::State& state) {
   state.SetComplexityN(state.range(0));
   state.SetLabel(record.simd_target);
 }
+
+// Args: S, threads. Window 256 each side.
+void BM_SlidingWindow(benchmark::State& state) {
+  run_linear_in_s(state, seqattn::SlidingWindowSpec{256, 256, {}});
+}
 BENCHMARK(BM_SlidingWindow)
+    ->ArgNames({"S", "threads"})
+    ->ArgsProduct({{4096, 8192, 16384, 32768, 65536}, {1, 0}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Args: S, threads. Block 64, as many levels as S needs (issue 13's targets: time per token flat
+// within 15% over S = 4096..65536, and faster than BM_SlidingWindow at each S).
+void BM_Hierarchical(benchmark::State& state) {
+  run_linear_in_s(state, seqattn::HierarchicalSpec{64, 0});
+}
+BENCHMARK(BM_Hierarchical)
     ->ArgNames({"S", "threads"})
     ->ArgsProduct({{4096, 8192, 16384, 32768, 65536}, {1, 0}})
     ->Unit(benchmark::kMillisecond)

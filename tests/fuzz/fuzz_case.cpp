@@ -293,6 +293,10 @@ std::optional<Expected> Case::reference(std::int64_t cached_len) const {
     return Expected{reference::linear(qv, kv, vv, l->feature_map, w, features, l->epsilon, m,
                                       options.scale, options.rope)};
   }
+  if (const auto* h = std::get_if<HierarchicalSpec>(&options.variant)) {
+    if (h->block < 2 || h->block % 2 != 0) return std::nullopt;  // refused: nothing to compare
+    return Expected{reference::hierarchical(qv, kv, vv, *h, m, scale)};
+  }
   const auto& l = std::get<LinformerSpec>(options.variant);
   const std::vector<float> e = linformer_random_projection(l.proj_len, len_k, l.seed);
   const std::vector<float> f = linformer_random_projection(l.proj_len, len_k, l.seed + 1);
@@ -325,6 +329,8 @@ std::string text(const VariantSpec& spec) {
          " m=" + std::to_string(l->num_features) + " eps=" + std::to_string(l->epsilon);
   } else if (const auto* f = std::get_if<LinformerSpec>(&spec)) {
     s += " k=" + std::to_string(f->proj_len);
+  } else if (const auto* h = std::get_if<HierarchicalSpec>(&spec)) {
+    s += " block=" + std::to_string(h->block) + " levels=" + std::to_string(h->levels);
   }
   return s;
 }
@@ -370,6 +376,14 @@ Case decode_case(FuzzedDataProvider& fdp) {
   fuzz_options(fdp, c);
   fuzz_operands(fdp, c);
   if (c.mode == Mode::kCache) fuzz_cache(fdp, c);
+  // Hierarchical attention joined the variants after the corpus was built: it is drawn from the
+  // bytes left over at the end, so that the earlier decoding of every seed stays as it was.
+  if (fdp.remaining_bytes() > 0 && fdp.ConsumeIntegralInRange<int>(0, 3) == 0) {
+    HierarchicalSpec h;
+    h.block = fdp.ConsumeIntegralInRange<std::int64_t>(-1, 12);
+    h.levels = fdp.ConsumeIntegralInRange<std::int64_t>(-1, 6);
+    c.options.variant = h;
+  }
   return c;
 }
 

@@ -56,6 +56,19 @@ Result hierarchical(const ConstTensor& q, const ConstTensor& k, const ConstTenso
   for (std::int64_t b = 0; b < r.batch; ++b) {
     const std::int64_t len = mask.key_lengths.empty() ? seq : mask.key_lengths[b];
     for (std::int64_t h = 0; h < r.heads; ++h) {
+      // Group means per level: keys of group u (valid keys only), queries of group t.
+      std::vector<std::vector<std::vector<double>>> kbar(static_cast<size_t>(levels + 1)),
+          qbar(static_cast<size_t>(levels + 1));
+      for (std::int64_t l = 0; l <= levels; ++l) {
+        const std::int64_t size = std::int64_t{1} << l;
+        for (std::int64_t u = 0; u * size < seq; ++u) {
+          const std::int64_t first = u * size;
+          kbar[l].push_back(first < len
+                                ? mean_rows(k, b, h / group, first, std::min(first + size, len))
+                                : std::vector<double>{});
+          qbar[l].push_back(mean_rows(q, b, h, first, std::min(first + size, seq)));
+        }
+      }
       for (std::int64_t i = 0; i < r.seq_q; ++i) {
         double mx = -std::numeric_limits<double>::infinity();
         for (std::int64_t j = 0; j < seq; ++j) {
@@ -63,14 +76,11 @@ Result hierarchical(const ConstTensor& q, const ConstTensor& k, const ConstTenso
           if (j >= len || (mask.causal && j > i)) continue;
           const std::int64_t l = level_of(i, j, spec.block);
           if (l > levels) continue;
-          const std::int64_t size = std::int64_t{1} << l;
-          const std::int64_t j0 = j / size * size, i0 = i / size * size;
-          const std::vector<double> kbar = mean_rows(k, b, h / group, j0, std::min(j0 + size, len));
-          const std::vector<double> qbar = mask.causal
-                                               ? mean_rows(q, b, h, i, i + 1)
-                                               : mean_rows(q, b, h, i0, std::min(i0 + size, seq));
+          const std::vector<double>& kb = kbar[l][static_cast<size_t>(j >> l)];
+          const std::int64_t lq = mask.causal ? 0 : l;  // causal: the query itself
+          const std::vector<double>& qb = qbar[lq][static_cast<size_t>(i >> lq)];
           double dot = 0;
-          for (size_t d = 0; d < kbar.size(); ++d) dot += qbar[d] * kbar[d];
+          for (size_t d = 0; d < kb.size(); ++d) dot += qb[d] * kb[d];
           s[j] = dot * scale;
           mx = std::max(mx, s[j]);
         }

@@ -69,6 +69,22 @@ Hierarchy make_hierarchy(const Problem& p, const HierarchicalSpec& s) {
   return h;
 }
 
+// Scratch floats left uninitialised: every element is written before it is read (dummy rows
+// included), and value-initialising them cost a memset and its page faults on every call.
+struct Floats {
+  std::unique_ptr<float[]> owned;
+  float* data() const { return owned.get(); }
+  float& operator[](size_t i) const { return owned[i]; }
+};
+
+Floats uninitialised_floats(std::int64_t count, const std::string& argument) {
+  try {
+    return {std::unique_ptr<float[]>(new float[static_cast<size_t>(count)])};
+  } catch (const std::bad_alloc&) {
+  }
+  fail_allocation(argument, 4.0 * static_cast<double>(count));
+}
+
 // One (batch, kv head)'s coarse tokens and partial results, reused from pair to pair. Per
 // level l >= 1: keys and values (D + 1 and D_v columns) in the level's stored order from row
 // stored(l), counts in natural order from row natural(l), coarse queries and their results in
@@ -77,7 +93,7 @@ Hierarchy make_hierarchy(const Problem& p, const HierarchicalSpec& s) {
 struct PairScratch {
   std::int64_t group = 0, dim = 0, dim_v = 0, query_rows = 0;
   std::vector<std::int64_t> natural_at, stored_at, queries_at, key_count, value_count, query_count;
-  std::vector<float> k, v, q, out, lse;
+  Floats k, v, q, out, lse;
 
   PairScratch(const Problem& p, const Hierarchy& h)
       : group(p.group()), dim(p.dim()), dim_v(p.dim_v()) {
@@ -96,13 +112,11 @@ struct PairScratch {
     key_count = checked_vector<std::int64_t>(coarse, what);
     value_count = checked_vector<std::int64_t>(coarse, what);
     query_count = checked_vector<std::int64_t>(coarse, what);
-    k = checked_vector<float>(checked_product({slots, dim + 1}, "coarse keys"), what);
-    v = checked_vector<float>(checked_product({slots, dim_v}, "coarse values"), what);
-    q = checked_vector<float>(checked_product({group, query_rows, dim + 1}, "coarse queries"),
-                              what);
-    out =
-        checked_vector<float>(checked_product({group, query_rows, dim_v}, "coarse results"), what);
-    lse = checked_vector<float>(group * query_rows, what);
+    k = uninitialised_floats(checked_product({slots, dim + 1}, "coarse keys"), what);
+    v = uninitialised_floats(checked_product({slots, dim_v}, "coarse values"), what);
+    q = uninitialised_floats(checked_product({group, query_rows, dim + 1}, "coarse queries"), what);
+    out = uninitialised_floats(checked_product({group, query_rows, dim_v}, "coarse results"), what);
+    lse = uninitialised_floats(group * query_rows, what);
   }
   std::int64_t natural(std::int64_t l) const { return natural_at[static_cast<size_t>(l)]; }
   std::int64_t stored(std::int64_t l) const { return stored_at[static_cast<size_t>(l)]; }
@@ -229,7 +243,7 @@ void coarse_levels(const Problem& p, const Hierarchy& h, PairScratch& s) {
 
 // Merges each head's coarse results into its fine rows (out and the level-0 lse).
 void merge_into_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t hk,
-                     const PairScratch& s, std::vector<float>& lse0) {
+                     const PairScratch& s, const Floats& lse0) {
   const std::int64_t step = p.out.strides[3];
 #pragma omp parallel for schedule(static) num_threads(p.threads) if (p.threads > 1)
   for (std::int64_t i = 0; i < h.seq; ++i) {
@@ -251,7 +265,7 @@ void merge_into_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std::
 // cache, and the merge finds out still there (all of level 0 first measured 1.2x slower per
 // token at S = 65536 than at S = 4096).
 void attend_level0(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t hk,
-                   std::vector<float>& lse0) {
+                   const Floats& lse0) {
   const std::int64_t g = p.group();
   Mask mask;
   mask.causal = p.mask->causal;
@@ -272,7 +286,7 @@ void run_hierarchy(const Problem& p, const Hierarchy& h) {
     flash_forward(p, h.level0);
     return;
   }
-  std::vector<float> lse0 = checked_vector<float>(
+  const Floats lse0 = uninitialised_floats(
       checked_product({p.batch(), p.heads_q(), h.seq}, "B x H_q x S (level-0 lse)"), "lse");
   PairScratch s(p, h);
   for (std::int64_t b = 0; b < p.batch(); ++b) {
