@@ -91,7 +91,8 @@ struct LinformerSpec {
 // group's mean, so no output depends on a later token (a group's mean query would hold
 // later tokens); this costs O(S·b·D·levels) instead of O(S·b·D). Every pair (i, j) is seen at
 // exactly one level up to `levels`; pairs farther apart than the top level reaches are not
-// seen when `levels` is smaller than the length needs.
+// seen when `levels` is smaller than the length needs. RoPE (AttentionOptions::rope) rotates q
+// and k at their positions before any mean.
 struct HierarchicalSpec {
   std::int64_t block = 64;  // b: even, in [2, 2^20]
   std::int64_t levels = 0;  // coarse levels above level 0; 0 = as many as the length needs
@@ -128,9 +129,10 @@ struct AttentionOptions {
   std::optional<Tensor> weights;  // optional output [B, H_q, S_q, S_k] (dense, sliding window)
   std::optional<Tensor> lse;      // optional output [B, H_q, S_q, 1]: per-row log-sum-exp
   // Positional encodings inside the kernels (seqattn/positional.hpp). RoPE: dense, sliding
-  // window, linear attention (q and k rotated before the feature map) and Linformer (keys
-  // rotated before the projection), over (q, k, v) or a KvCache. ALiBi: dense and sliding
-  // window; linear attention and Linformer have no key distances and refuse it
+  // window, linear attention (q and k rotated before the feature map), Linformer (keys
+  // rotated before the projection) and hierarchical (q and k rotated before they are
+  // averaged), over (q, k, v) or a KvCache. ALiBi: dense and sliding window; linear
+  // attention, Linformer and hierarchical have no single key distance per score and refuse it
   // (Error kUnsupported). Ring attention refuses both (kNotImplemented).
   std::optional<RotaryEmbedding> rope;
   std::optional<Alibi> alibi;

@@ -295,7 +295,7 @@ std::optional<Expected> Case::reference(std::int64_t cached_len) const {
   }
   if (const auto* h = std::get_if<HierarchicalSpec>(&options.variant)) {
     if (h->block < 2 || h->block % 2 != 0) return std::nullopt;  // refused: nothing to compare
-    return Expected{reference::hierarchical(qv, kv, vv, *h, m, scale)};
+    return Expected{reference::hierarchical(qv, kv, vv, *h, m, scale, options.rope)};
   }
   const auto& l = std::get<LinformerSpec>(options.variant);
   const std::vector<float> e = linformer_random_projection(l.proj_len, len_k, l.seed);

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import seqattn
-from conftest import randn, reference
+from conftest import hierarchical_float64, randn, reference
 
 
 @pytest.mark.parametrize("s_q,s_k,d", [(1, 1, 1), (3, 17, 3), (17, 80, 80), (80, 3, 17)])
@@ -120,43 +120,6 @@ def test_linear_and_sliding_window_against_float64(rng):
                                atol=2e-6)
 
 
-def hierarchical_float64(q, k, v, block, causal=False, levels=0):
-    """H-Transformer-1D from its definition, in numpy float64: each pair (i, j) at the finest
-    level l whose blocks of block·2^l positions holding i and j are equal or adjacent, scored
-    with the means of the 2^l-token groups of j's keys and i's queries (i's own query when
-    causal), one softmax over all of them, values v_j."""
-    b, h, s, d = q.shape
-    group = h // k.shape[1]
-    needed = 0
-    while s > 2 * block * 2 ** needed:
-        needed += 1
-    top = needed if levels == 0 else min(levels, needed)
-    i, j = np.arange(s)[:, None], np.arange(s)[None, :]
-    level = np.full((s, s), -1)
-    for lv in range(top + 1):
-        size = block << lv
-        hit = (level < 0) & (np.abs(i // size - j // size) <= 1)
-        level[hit] = lv
-    q64, k64, v64 = (np.asarray(x, np.float64) for x in (q, k, v))
-    k64 = np.repeat(k64, group, axis=1)
-    v64 = np.repeat(v64, group, axis=1)
-    scores = np.full((b, h, s, s), -np.inf)
-    for lv in range(top + 1):
-        n = 2 ** lv
-        pad = (-s) % n
-        def means(x):
-            x = np.concatenate([x, np.full(x.shape[:2] + (pad, d), np.nan)], axis=2)
-            return np.nanmean(x.reshape(b, h, -1, n, d), axis=3)
-        kbar = means(k64)[:, :, j[0] // n]
-        qbar = q64 if causal else means(q64)[:, :, i[:, 0] // n]
-        s_l = np.einsum("bhid,bhjd->bhij", qbar, kbar) / np.sqrt(d)
-        scores = np.where(level == lv, s_l, scores)
-    if causal:
-        scores = np.where(j <= i, scores, -np.inf)
-    w = np.exp(scores - scores.max(-1, keepdims=True))
-    return (w / w.sum(-1, keepdims=True)) @ v64
-
-
 @pytest.mark.parametrize("block,causal,levels", [(4, False, 0), (6, True, 0), (2, False, 2),
                                                  (8, True, 1)])
 def test_hierarchical_against_float64(rng, block, causal, levels):
@@ -174,5 +137,5 @@ def test_hierarchical_refuses_what_it_cannot_honour(rng):
         seqattn.attention(q, k, k, variant="hierarchical")
     with pytest.raises(ValueError, match="hierarchical.block"):
         seqattn.attention(k, k, k, variant="hierarchical", block=5)
-    with pytest.raises(NotImplementedError, match="options.rope"):
-        seqattn.attention(k, k, k, variant="hierarchical", rope=10000.0)
+    with pytest.raises(ValueError, match="options.alibi"):
+        seqattn.attention(k, k, k, variant="hierarchical", alibi=True)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import seqattn
-from conftest import randn, reference
+from conftest import hierarchical_float64, randn, reference
 
 
 def rotate(x, positions, theta=10000.0, dims=None, layout="halves"):
@@ -58,6 +58,19 @@ def test_rope_in_linear_attention_rotates_before_the_feature_map(rng):
     den = phi[0] @ phi[1].sum(2)[..., None] + 1e-6
     np.testing.assert_allclose(seqattn.attention(q, k, v, variant="linear", rope=rope), num / den,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_rope_in_hierarchical_attention_rotates_before_averaging(rng, causal):
+    q, k, v = randn(rng, 1, 2, 70, 16), randn(rng, 1, 2, 70, 16), randn(rng, 1, 2, 70, 8)
+    rope = dict(theta=50.0, dims=8, layout="interleaved", offset=7)
+    pos = 7 + np.arange(70)
+    rq, rk = (rotate(2 * x, pos, 50.0, 8, "interleaved") for x in (q, k))
+    out = seqattn.attention(2 * q, 2 * k, v, variant="hierarchical", block=4, causal=causal,
+                            rope=rope)
+    np.testing.assert_allclose(out, hierarchical_float64(rq, rk, v, 4, causal), atol=1e-5)
+    plain = seqattn.attention(2 * q, 2 * k, v, variant="hierarchical", block=4, causal=causal)
+    assert np.abs(out - plain).max() > 1e-3
 
 
 def test_alibi_equals_the_explicit_bias(rng):

@@ -83,9 +83,11 @@ Result linformer(const ConstTensor& q, const ConstTensor& k, const ConstTensor& 
 // at the finest level whose blocks of b·2^l positions holding i and j are equal or adjacent,
 // scored with the mean of j's group of 2^l valid keys and the mean of i's group of queries (i's
 // own query when causal); pairs beyond the top level are not seen. Honours key_lengths and
-// causal (S_q = S_k). Writes out and lse.
+// causal (S_q = S_k). RoPE rotates q and k at their positions before any mean. Writes out
+// and lse.
 Result hierarchical(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
-                    const HierarchicalSpec& spec, const Mask& mask, double scale);
+                    const HierarchicalSpec& spec, const Mask& mask, double scale,
+                    const std::optional<RotaryEmbedding>& rope = {});
 
 // Error metric used by every test: max_i |x_i - ref_i| / max(max_i |ref_i|, 1e-30), i.e. the
 // largest absolute error relative to the output's scale (not per element, which is

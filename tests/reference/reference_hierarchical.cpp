@@ -13,12 +13,29 @@
 namespace seqattn::reference {
 namespace {
 
-// Mean of rows [first, last) of x(b, h, ·) in double.
-std::vector<double> mean_rows(const ConstTensor& x, std::int64_t b, std::int64_t h,
-                              std::int64_t first, std::int64_t last) {
-  std::vector<double> m(static_cast<size_t>(x.shape[3]), 0.0);
+using Rows = std::vector<std::vector<double>>;
+
+// Rows of x(b, h, ·) in double, rotated by RoPE at their positions (explicit ones of their
+// side, or the row index; plus the offset) when `rope` is given.
+Rows rows_of(const ConstTensor& x, std::int64_t b, std::int64_t h,
+             const std::optional<RotaryEmbedding>& rope, bool query) {
+  Rows rows;
+  for (std::int64_t r = 0; r < x.shape[2]; ++r) {
+    std::int64_t pos = r;
+    if (rope) {
+      const std::vector<std::int64_t>& given = query ? rope->q_positions : rope->k_positions;
+      pos = (given.empty() ? r : given[static_cast<size_t>(r)]) + rope->offset;
+    }
+    rows.push_back(rotated_row(x, b, h, r, rope, pos));
+  }
+  return rows;
+}
+
+// Mean of rows [first, last).
+std::vector<double> mean_rows(const Rows& x, std::int64_t first, std::int64_t last) {
+  std::vector<double> m(x[0].size(), 0.0);
   for (std::int64_t r = first; r < last; ++r) {
-    for (std::int64_t d = 0; d < x.shape[3]; ++d) m[static_cast<size_t>(d)] += x.at(b, h, r, d);
+    for (size_t d = 0; d < m.size(); ++d) m[d] += x[static_cast<size_t>(r)][d];
   }
   for (double& e : m) e /= static_cast<double>(last - first);
   return m;
@@ -40,7 +57,8 @@ std::int64_t level_of(std::int64_t i, std::int64_t j, std::int64_t block) {
 }  // namespace
 
 Result hierarchical(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
-                    const HierarchicalSpec& spec, const Mask& mask, double scale) {
+                    const HierarchicalSpec& spec, const Mask& mask, double scale,
+                    const std::optional<RotaryEmbedding>& rope) {
   Result r;
   r.batch = q.shape[0];
   r.heads = q.shape[1];
@@ -56,6 +74,7 @@ Result hierarchical(const ConstTensor& q, const ConstTensor& k, const ConstTenso
   for (std::int64_t b = 0; b < r.batch; ++b) {
     const std::int64_t len = mask.key_lengths.empty() ? seq : mask.key_lengths[b];
     for (std::int64_t h = 0; h < r.heads; ++h) {
+      const Rows qr = rows_of(q, b, h, rope, true), kr = rows_of(k, b, h / group, rope, false);
       // Group means per level: keys of group u (valid keys only), queries of group t.
       std::vector<std::vector<std::vector<double>>> kbar(static_cast<size_t>(levels + 1)),
           qbar(static_cast<size_t>(levels + 1));
@@ -63,10 +82,9 @@ Result hierarchical(const ConstTensor& q, const ConstTensor& k, const ConstTenso
         const std::int64_t size = std::int64_t{1} << l;
         for (std::int64_t u = 0; u * size < seq; ++u) {
           const std::int64_t first = u * size;
-          kbar[l].push_back(first < len
-                                ? mean_rows(k, b, h / group, first, std::min(first + size, len))
-                                : std::vector<double>{});
-          qbar[l].push_back(mean_rows(q, b, h, first, std::min(first + size, seq)));
+          kbar[l].push_back(first < len ? mean_rows(kr, first, std::min(first + size, len))
+                                        : std::vector<double>{});
+          qbar[l].push_back(mean_rows(qr, first, std::min(first + size, seq)));
         }
       }
       for (std::int64_t i = 0; i < r.seq_q; ++i) {

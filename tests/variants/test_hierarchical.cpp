@@ -225,6 +225,57 @@ TEST(Hierarchical, StoredOrderGivesEachRowOneRangeOfItsKeys) {
   }
 }
 
+// RoPE rotates q and k at their positions before any averaging: level 0 in the kernel, the
+// coarse levels' means taken over rotated rows. Both layouts, partial rotary, offset, scaling,
+// explicit positions, key lengths, GQA, causal or not.
+TEST(Hierarchical, RopeRotatesBeforeAveraging) {
+  HierarchicalCase c;
+  c.batch = 2;
+  c.heads_q = 4;
+  c.heads_kv = 2;
+  c.seq = 150;
+  c.dim = 24;
+  c.dim_v = 9;
+  c.spec = {6, 0};
+  c.key_lengths = {150, 77};
+  const Inputs in(c, 31);
+  for (const bool causal : {false, true}) {
+    for (const RopeLayout layout : {RopeLayout::kHalves, RopeLayout::kInterleaved}) {
+      RotaryEmbedding rope;
+      rope.theta = 300;
+      rope.layout = layout;
+      rope.dims = causal ? 8 : 0;
+      rope.offset = causal ? 1000 : 3;
+      rope.linear_scaling = causal ? 2.0 : 1.0;
+      if (layout == RopeLayout::kInterleaved && !causal) {
+        for (std::int64_t i = 0; i < c.seq; ++i) {
+          rope.q_positions.push_back((i * 37) % 1001);
+          rope.k_positions.push_back((i * 37) % 1001);
+        }
+      }
+      c.causal = causal;
+      AttentionOptions opt = options_of(c);
+      opt.rope = rope;
+      const double scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
+      const reference::Result ref = reference::hierarchical(
+          in.q.cview(), in.k.cview(), in.v.cview(), c.spec, opt.mask, scale, rope);
+      for_each_target([&] {
+        OwnedTensor out = make_zeros(c.batch, c.heads_q, c.seq, c.dim_v);
+        attend(in.q.cview(), in.k.cview(), in.v.cview(), out.view, opt);
+        const double error = reference::max_relative_error(out.view, ref);
+        worst_error.add(error);
+        EXPECT_LE(error, kTolerance) << "causal=" << causal << " layout=" << int(layout);
+        OwnedTensor plain = make_zeros(c.batch, c.heads_q, c.seq, c.dim_v);
+        attend(in.q.cview(), in.k.cview(), in.v.cview(), plain.view, options_of(c));
+        double diff = 0;
+        for (size_t e = 0; e < out.storage.size(); ++e)
+          diff = std::max(diff, static_cast<double>(std::abs(out.storage[e] - plain.storage[e])));
+        EXPECT_GT(diff, 1e-3) << "RoPE must change the result";
+      });
+    }
+  }
+}
+
 // Causal outputs never depend on a later token: changing q, k and v after position p leaves
 // rows <= p bitwise unchanged (a group's mean query would leak later queries; see the spec).
 TEST(Hierarchical, CausalRowsIgnoreLaterTokens) {
@@ -356,11 +407,11 @@ TEST(Hierarchical, RefusesBadSpecsAndOptionsItCannotHonour) {
     EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
   }
   {
-    ErrorFixture f;
-    f.opt.rope = RotaryEmbedding{};
-    const Error e = f.call();
-    EXPECT_EQ(e.argument(), "options.rope");
-    EXPECT_EQ(e.kind(), ErrorKind::kNotImplemented);
+    ErrorFixture f;  // RoPE options are validated as for every variant
+    RotaryEmbedding rope;
+    rope.theta = -1;
+    f.opt.rope = rope;
+    EXPECT_EQ(f.call().argument(), "options.rope.theta");
   }
 }
 

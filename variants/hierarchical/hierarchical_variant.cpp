@@ -3,12 +3,15 @@
 // a call over coarse tokens whose keys carry one extra column, ln(count)/scale, against a
 // query column of 1, so the kernel's scaled score gains ln(count) and a coarse key counts for
 // the tokens it stands for. The levels join through the exact log-sum-exp merge, which is one
-// shared normaliser (and one maximum) per row. Work goes (batch, kv head) by (batch, kv head)
-// after level 0, so the coarse copies stay the size of one head group.
+// shared normaliser (and one maximum) per row. Work goes (batch, kv head) by (batch, kv head),
+// level 0 included, so the coarse copies stay the size of one head group and the coarsening
+// reads keys and values soon after the level-0 packing did.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <variant>
 #include <vector>
@@ -54,7 +57,7 @@ struct Hierarchy {
   std::vector<KeyPattern> patterns;
 };
 
-Hierarchy make_hierarchy(const Problem& p, const HierarchicalSpec& s) {
+Hierarchy build_hierarchy(const Problem& p, const HierarchicalSpec& s) {
   Hierarchy h;
   h.block = s.block;
   h.seq = p.seq_k();
@@ -67,6 +70,19 @@ Hierarchy make_hierarchy(const Problem& p, const HierarchicalSpec& s) {
     h.patterns.push_back(h.causal ? causal_pattern(layout, h.seq, l) : paired_pattern(layout));
   }
   return h;
+}
+
+// The structure is O(S) integers per level: a length too large for memory is an Error, not
+// std::bad_alloc.
+Hierarchy make_hierarchy(const Problem& p, const HierarchicalSpec& s) {
+  try {
+    return build_hierarchy(p, s);
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  fail_allocation("hierarchical attention's block structure (S = " + str(p.seq_k()) + ")",
+                  16.0 * static_cast<double>(p.seq_k()) *
+                      static_cast<double>(resolved_levels(s, p.seq_k()) + 2));
 }
 
 // Scratch floats left uninitialised: every element is written before it is read (dummy rows
@@ -94,6 +110,7 @@ struct PairScratch {
   std::int64_t group = 0, dim = 0, dim_v = 0, query_rows = 0;
   std::vector<std::int64_t> natural_at, stored_at, queries_at, key_count, value_count, query_count;
   Floats k, v, q, out, lse;
+  Floats rotated;  // with RoPE: one head's rotated keys or queries [S, D], the level-1 source
 
   PairScratch(const Problem& p, const Hierarchy& h)
       : group(p.group()), dim(p.dim()), dim_v(p.dim_v()) {
@@ -117,6 +134,8 @@ struct PairScratch {
     q = uninitialised_floats(checked_product({group, query_rows, dim + 1}, "coarse queries"), what);
     out = uninitialised_floats(checked_product({group, query_rows, dim_v}, "coarse results"), what);
     lse = uninitialised_floats(group * query_rows, what);
+    if (rope_of(p.positional.get()) != nullptr)
+      rotated = uninitialised_floats(checked_product({h.seq, dim}, "rotated rows"), what);
   }
   std::int64_t natural(std::int64_t l) const { return natural_at[static_cast<size_t>(l)]; }
   std::int64_t stored(std::int64_t l) const { return stored_at[static_cast<size_t>(l)]; }
@@ -134,6 +153,20 @@ RowSource rows_of(const ConstTensor& t, std::int64_t b, std::int64_t h) {
   return {t.ptr(b, h, 0), t.shape[2], t.shape[3], t.strides[2], t.strides[3], nullptr};
 }
 
+// Level 1's source rows of (b, h): the caller's, or with RoPE their rotations at their
+// positions (into s.rotated), so that a coarse query or key is the mean of rotated vectors.
+RowSource fine_rows(const Problem& p, const ConstTensor& t, RopeSide side, std::int64_t b,
+                    std::int64_t h, PairScratch& s) {
+  const RopeTables* rope = rope_of(p.positional.get());
+  if (rope == nullptr) return rows_of(t, b, h);
+  const RopeRows& rows = rope->rows();
+  for (std::int64_t r = 0; r < t.shape[2]; ++r) {
+    rotate_row_at(t.ptr(b, h, r), t.strides[3], s.dim, 1.0f, *rope, rows, side, r,
+                  s.rotated.data() + r * s.dim);
+  }
+  return {s.rotated.data(), t.shape[2], s.dim, s.dim, 1, nullptr};
+}
+
 // Coarse keys and values of levels 1..L of pair (b, hk), each from the level below, written in
 // the level's stored order; the keys' last column is ln(count)/scale, -inf where no token is.
 void coarsen_keys(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t hk,
@@ -142,7 +175,8 @@ void coarsen_keys(const Problem& p, const Hierarchy& h, std::int64_t b, std::int
   for (std::int64_t l = 1; l <= h.levels; ++l) {
     const LevelLayout& layout = h.layouts[static_cast<size_t>(l - 1)];
     const std::int64_t* counts = l == 1 ? nullptr : s.key_count.data() + s.natural(l - 1);
-    RowSource keys = rows_of(p.k, b, hk), values = rows_of(p.v, b, hk);
+    RowSource keys = l == 1 ? fine_rows(p, p.k, RopeSide::kKey, b, hk, s) : RowSource{};
+    RowSource values = rows_of(p.v, b, hk);
     if (l > 1) {
       const LevelLayout& below = h.layouts[static_cast<size_t>(l - 2)];
       keys = {s.k.data() + s.stored(l - 1) * ldk, below.len, s.dim, ldk, 1, key_positions(below)};
@@ -177,6 +211,11 @@ void prepare_queries(const Problem& p, const Hierarchy& h, std::int64_t b, std::
     float* q = s.q.data() + g * s.query_rows * ldq;
     if (h.causal) {
       for (std::int64_t i = 0; i < h.seq; ++i) {
+        if (const RopeTables* rope = rope_of(p.positional.get())) {
+          rotate_row_at(p.q.ptr(b, head, i), p.q.strides[3], s.dim, 1.0f, *rope, rope->rows(),
+                        RopeSide::kQuery, i, q + i * ldq);
+          continue;
+        }
         for (std::int64_t d = 0; d < s.dim; ++d) q[i * ldq + d] = p.q.at(b, head, i, d);
       }
       write_ones(h.seq, q, ldq, s.dim);
@@ -185,7 +224,7 @@ void prepare_queries(const Problem& p, const Hierarchy& h, std::int64_t b, std::
     for (std::int64_t l = 1; l <= h.levels; ++l) {
       const LevelLayout& layout = h.layouts[static_cast<size_t>(l - 1)];
       float* level = q + s.queries(l) * ldq;
-      RowSource src = rows_of(p.q, b, head);
+      RowSource src = l == 1 ? fine_rows(p, p.q, RopeSide::kQuery, b, head, s) : RowSource{};
       if (l > 1) {
         const LevelLayout& below = h.layouts[static_cast<size_t>(l - 2)];
         src = {q + s.queries(l - 1) * ldq, below.len, s.dim, ldq, 1, query_positions(below)};
@@ -340,12 +379,6 @@ class HierarchicalVariant final : public AttentionVariant {
       unsupported("weights", "coarse levels give one weight per group of keys, not per key");
     }
     refuse_alibi(p, "hierarchical", "a coarse key stands for many distances");
-    if (rope_of(p.positional.get()) != nullptr) {
-      throw Error(ErrorKind::kNotImplemented, "options.rope", "unset for variant 'hierarchical'",
-                  "a RotaryEmbedding",
-                  "RoPE is not built for hierarchical attention yet; rotate q and k first or use "
-                  "dense or sliding-window attention");
-    }
   }
 
   // FLOPs: 2·(D + D_v) per visited (query, key) pair of every level (coarse rows and keys
