@@ -68,6 +68,11 @@ std::vector<std::vector<double>> rotated_rows(const ConstTensor& x,
 
 }  // namespace
 
+Result shaped_result(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                     bool with_weights) {
+  return shaped(q, k, v, with_weights);
+}
+
 std::vector<double> rotated_row(const ConstTensor& x, std::int64_t b, std::int64_t h,
                                 std::int64_t s, const std::optional<RotaryEmbedding>& rope,
                                 std::int64_t position) {

@@ -30,6 +30,11 @@ struct Result {
   }
 };
 
+// A zero result shaped for q [B, H_q, S_q, ·], k [·, ·, S_k, ·], v [·, ·, ·, D_v]: out zeros, and
+// with_weights: weights zeros and lse -inf.
+Result shaped_result(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                     bool with_weights);
+
 // Extra visibility rule (b, h, i, j) -> visible, combined with the mask.
 using Visibility = std::function<bool(std::int64_t, std::int64_t, std::int64_t, std::int64_t)>;
 

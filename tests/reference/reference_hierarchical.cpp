@@ -59,13 +59,7 @@ std::int64_t level_of(std::int64_t i, std::int64_t j, std::int64_t block) {
 Result hierarchical(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
                     const HierarchicalSpec& spec, const Mask& mask, double scale,
                     const std::optional<RotaryEmbedding>& rope) {
-  Result r;
-  r.batch = q.shape[0];
-  r.heads = q.shape[1];
-  r.seq_q = q.shape[2];
-  r.seq_k = k.shape[2];
-  r.dim_v = v.shape[3];
-  r.out.assign(static_cast<size_t>(r.batch * r.heads * r.seq_q * r.dim_v), 0.0);
+  Result r = shaped_result(q, k, v, false);
   r.lse.assign(static_cast<size_t>(r.batch * r.heads * r.seq_q),
                -std::numeric_limits<double>::infinity());
   const std::int64_t group = q.shape[1] / k.shape[1], seq = r.seq_k;
