@@ -300,9 +300,9 @@ void merge_into_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std::
 
 // Level 0 of pair (b, hk): the group's query heads against their kv head, out into the
 // caller's rows, lse into lse0. Run pair by pair, right before the pair's coarse levels, so
-// that the coarsening reads the keys and values the level-0 packing has just brought into the
-// cache, and the merge finds out still there (all of level 0 first measured 1.2x slower per
-// token at S = 65536 than at S = 4096).
+// that while a pair's K, V (and out) fit in the L3 (S <= ~16k at D = 64) the coarsening and
+// the merge find them there. At S = 65536 neither order measured faster than the other (both
+// ~1.2x slower per token than at S = 4096; see docs/architecture.md).
 void attend_level0(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t hk,
                    const Floats& lse0) {
   const std::int64_t g = p.group();
