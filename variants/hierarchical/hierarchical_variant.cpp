@@ -6,6 +6,8 @@
 // shared normaliser (and one maximum) per row. Work goes (batch, kv head) by (batch, kv head),
 // level 0 included, so the coarse copies stay the size of one head group and the coarsening
 // reads keys and values soon after the level-0 packing did.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -320,6 +322,49 @@ void attend_level0(const Problem& p, const Hierarchy& h, std::int64_t b, std::in
   flash_forward(c, h.level0);
 }
 
+// Every level of pair (b, hk), level 0 first, merged into the pair's rows of out and lse0.
+void run_pair(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t hk, PairScratch& s,
+              const Floats& lse0) {
+  attend_level0(p, h, b, hk, lse0);
+  coarsen_keys(p, h, b, hk, s);
+  prepare_queries(p, h, b, hk, s);
+  if (!h.causal) {
+    coarse_levels(p, h, s);
+    merge_into_rows(p, h, b, hk, s, lse0);
+    return;
+  }
+  for (std::int64_t l = 1; l <= h.levels; ++l) {
+    attend_level(p, h, l, 0, h.seq, s);
+    merge_into_rows(p, h, b, hk, s, lse0);
+  }
+}
+
+// With at least as many (batch, kv head) pairs as threads, each thread runs whole pairs on its
+// own scratch: splitting every call of a pair across the threads instead opened a thread team
+// per kernel call and per merge, and at S <= 2048 two threads were slower than one (the
+// scaling report of 499f4da). With fewer pairs than threads, each call is split. Either way a
+// pair's result is the same bits (the kernel's and the passes' results do not depend on the
+// thread count).
+void run_pairs(const Problem& p, const Hierarchy& h, const Floats& lse0) {
+  const std::int64_t pairs = p.batch() * p.heads_kv();
+  if (p.threads <= 1 || pairs < p.threads) {
+    PairScratch s(p, h);
+    for (std::int64_t pair = 0; pair < pairs; ++pair)
+      run_pair(p, h, pair / p.heads_kv(), pair % p.heads_kv(), s, lse0);
+    return;
+  }
+  Problem serial = p;
+  serial.threads = 1;
+  std::vector<PairScratch> scratch;  // allocated here: nothing may throw inside the region
+  scratch.reserve(static_cast<size_t>(p.threads));
+  for (int t = 0; t < p.threads; ++t) scratch.emplace_back(serial, h);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(p.threads)
+  for (std::int64_t pair = 0; pair < pairs; ++pair) {
+    run_pair(serial, h, pair / p.heads_kv(), pair % p.heads_kv(),
+             scratch[static_cast<size_t>(omp_get_thread_num())], lse0);
+  }
+}
+
 void run_hierarchy(const Problem& p, const Hierarchy& h) {
   if (h.levels == 0) {  // level 0 covers every pair: exact attention
     flash_forward(p, h.level0);
@@ -327,23 +372,7 @@ void run_hierarchy(const Problem& p, const Hierarchy& h) {
   }
   const Floats lse0 = uninitialised_floats(
       checked_product({p.batch(), p.heads_q(), h.seq}, "B x H_q x S (level-0 lse)"), "lse");
-  PairScratch s(p, h);
-  for (std::int64_t b = 0; b < p.batch(); ++b) {
-    for (std::int64_t hk = 0; hk < p.heads_kv(); ++hk) {
-      attend_level0(p, h, b, hk, lse0);
-      coarsen_keys(p, h, b, hk, s);
-      prepare_queries(p, h, b, hk, s);
-      if (!h.causal) {
-        coarse_levels(p, h, s);
-        merge_into_rows(p, h, b, hk, s, lse0);
-        continue;
-      }
-      for (std::int64_t l = 1; l <= h.levels; ++l) {
-        attend_level(p, h, l, 0, h.seq, s);
-        merge_into_rows(p, h, b, hk, s, lse0);
-      }
-    }
-  }
+  run_pairs(p, h, lse0);
   if (!p.lse) return;
   for (std::int64_t b = 0; b < p.batch(); ++b) {
     for (std::int64_t hq = 0; hq < p.heads_q(); ++hq) {
