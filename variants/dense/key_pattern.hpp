@@ -16,8 +16,8 @@ namespace seqattn::detail {
 struct KeyPattern {
   bool banded = false;
   std::int64_t left = 0, right = 0;        // band [i' - left, i' + right], i' = i + S_k - S_q
-  std::vector<std::uint8_t> global_query;  // [S_q] when banded: row sees every key
-  std::vector<std::uint8_t> global_key;    // [S_k] when banded: column seen by every row
+  std::vector<std::uint8_t> global_query;  // [S_q] for a sliding window: row sees every key
+  std::vector<std::uint8_t> global_key;    // [S_k] for a sliding window: column seen by all
   std::vector<std::int64_t> global_keys;   // sorted global key positions < S_k
   // When non-empty ([S_q] each): row i sees keys [row_lo[i], row_hi[i]) instead of the band.
   std::vector<std::int64_t> row_lo, row_hi;
@@ -26,12 +26,9 @@ struct KeyPattern {
 
   // One contiguous key range per query row, [lo[i], hi[i]) (empty when hi <= lo); the mask's
   // causal rule and key lengths still apply on top.
-  static KeyPattern row_ranges(std::vector<std::int64_t> lo, std::vector<std::int64_t> hi,
-                               std::int64_t seq_k) {
+  static KeyPattern row_ranges(std::vector<std::int64_t> lo, std::vector<std::int64_t> hi) {
     KeyPattern k;
-    k.banded = true;
-    k.global_query.assign(lo.size(), 0);
-    k.global_key.assign(static_cast<size_t>(seq_k), 0);
+    k.banded = true;  // no global tokens: their tables stay empty
     k.row_lo = std::move(lo);
     k.row_hi = std::move(hi);
     return k;
@@ -61,10 +58,10 @@ struct KeyPattern {
   }
 
   bool is_global_query(std::int64_t i) const {
-    return banded && global_query[static_cast<size_t>(i)] != 0;
+    return !global_query.empty() && global_query[static_cast<size_t>(i)] != 0;
   }
   bool is_global_key(std::int64_t j) const {
-    return banded && global_key[static_cast<size_t>(j)] != 0;
+    return !global_key.empty() && global_key[static_cast<size_t>(j)] != 0;
   }
   // Whether the pattern (alone) lets query i see key j; offset = S_k - S_q.
   bool allows(std::int64_t i, std::int64_t j, std::int64_t offset) const {

@@ -27,7 +27,7 @@ void halve_rows(const RowSource& src, const std::int64_t* counts, std::int64_t v
       row[k] = src.base + (src.position ? src.position[r] : r) * src.row_stride;
     }
     const std::int64_t total = c[0] + c[1];
-    counts_out[t] = total;
+    if (counts_out != nullptr) counts_out[t] = total;
     float* out = dst.row(t);
     if (total == 0) {
       std::fill(out, out + src.cols, 0.0f);

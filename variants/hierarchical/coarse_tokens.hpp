@@ -22,8 +22,9 @@ struct RowTarget {
 };
 
 // dst row t (of ceil(rows / 2)) = the mean of rows 2t and 2t + 1 of src weighted by their
-// counts (null: each row < `valid` counts 1, the others 0); counts_out[t] = the sum of the two.
-// A row standing for no token is zeros.
+// counts (null: each row < `valid` counts 1, the others 0); counts_out[t] = the sum of the two
+// (unless counts_out is null: values share their keys' counts). A row standing for no token is
+// zeros.
 void halve_rows(const RowSource& src, const std::int64_t* counts, std::int64_t valid,
                 const RowTarget& dst, std::int64_t* counts_out, int threads);
 

@@ -110,7 +110,7 @@ Floats uninitialised_floats(std::int64_t count, const std::string& argument) {
 // queries, rows [0, S), shared by every level).
 struct PairScratch {
   std::int64_t group = 0, dim = 0, dim_v = 0, query_rows = 0;
-  std::vector<std::int64_t> natural_at, stored_at, queries_at, key_count, value_count, query_count;
+  std::vector<std::int64_t> natural_at, stored_at, queries_at, key_count, query_count;
   Floats k, v, q, out, lse;
   Floats rotated;  // with RoPE: one head's rotated keys or queries [S, D], the level-1 source
 
@@ -129,7 +129,6 @@ struct PairScratch {
     query_rows = h.causal ? h.seq : queries(h.levels + 1);
     const std::string what = "hierarchical attention's coarse tokens";
     key_count = checked_vector<std::int64_t>(coarse, what);
-    value_count = checked_vector<std::int64_t>(coarse, what);
     query_count = checked_vector<std::int64_t>(coarse, what);
     k = uninitialised_floats(checked_product({slots, dim + 1}, "coarse keys"), what);
     v = uninitialised_floats(checked_product({slots, dim_v}, "coarse values"), what);
@@ -155,17 +154,27 @@ RowSource rows_of(const ConstTensor& t, std::int64_t b, std::int64_t h) {
   return {t.ptr(b, h, 0), t.shape[2], t.shape[3], t.strides[2], t.strides[3], nullptr};
 }
 
+// Rows of t(b, h) into dst (leading dimension ld), rotated at their positions with RoPE.
+void copy_rows(const Problem& p, const ConstTensor& t, RopeSide side, std::int64_t b,
+               std::int64_t h, float* dst, std::int64_t ld) {
+  const RopeTables* rope = rope_of(p.positional.get());
+  const std::int64_t dim = t.shape[3];
+  for (std::int64_t r = 0; r < t.shape[2]; ++r) {
+    if (rope != nullptr) {
+      rotate_row_at(t.ptr(b, h, r), t.strides[3], dim, 1.0f, *rope, rope->rows(), side, r,
+                    dst + r * ld);
+    } else {
+      for (std::int64_t d = 0; d < dim; ++d) dst[r * ld + d] = t.at(b, h, r, d);
+    }
+  }
+}
+
 // Level 1's source rows of (b, h): the caller's, or with RoPE their rotations at their
 // positions (into s.rotated), so that a coarse query or key is the mean of rotated vectors.
 RowSource fine_rows(const Problem& p, const ConstTensor& t, RopeSide side, std::int64_t b,
                     std::int64_t h, PairScratch& s) {
-  const RopeTables* rope = rope_of(p.positional.get());
-  if (rope == nullptr) return rows_of(t, b, h);
-  const RopeRows& rows = rope->rows();
-  for (std::int64_t r = 0; r < t.shape[2]; ++r) {
-    rotate_row_at(t.ptr(b, h, r), t.strides[3], s.dim, 1.0f, *rope, rows, side, r,
-                  s.rotated.data() + r * s.dim);
-  }
+  if (rope_of(p.positional.get()) == nullptr) return rows_of(t, b, h);
+  copy_rows(p, t, side, b, h, s.rotated.data(), s.dim);
   return {s.rotated.data(), t.shape[2], s.dim, s.dim, 1, nullptr};
 }
 
@@ -192,7 +201,7 @@ void coarsen_keys(const Problem& p, const Hierarchy& h, std::int64_t b, std::int
     const RowTarget k_dst{s.k.data() + s.stored(l) * ldk, ldk, key_positions(layout)};
     const RowTarget v_dst{s.v.data() + s.stored(l) * s.dim_v, s.dim_v, key_positions(layout)};
     halve_rows(keys, counts, len, k_dst, s.key_count.data() + s.natural(l), p.threads);
-    halve_rows(values, counts, len, v_dst, s.value_count.data() + s.natural(l), p.threads);
+    halve_rows(values, counts, len, v_dst, nullptr, p.threads);
     write_log_counts(s.key_count.data() + s.natural(l), layout.len, p.scale, k_dst, s.dim);
     for (const std::int64_t d : layout.key_dummies) {  // stored positions holding no token
       float* key = s.k.data() + (s.stored(l) + d) * ldk;
@@ -212,14 +221,7 @@ void prepare_queries(const Problem& p, const Hierarchy& h, std::int64_t b, std::
     const std::int64_t head = hk * s.group + g;
     float* q = s.q.data() + g * s.query_rows * ldq;
     if (h.causal) {
-      for (std::int64_t i = 0; i < h.seq; ++i) {
-        if (const RopeTables* rope = rope_of(p.positional.get())) {
-          rotate_row_at(p.q.ptr(b, head, i), p.q.strides[3], s.dim, 1.0f, *rope, rope->rows(),
-                        RopeSide::kQuery, i, q + i * ldq);
-          continue;
-        }
-        for (std::int64_t d = 0; d < s.dim; ++d) q[i * ldq + d] = p.q.at(b, head, i, d);
-      }
+      copy_rows(p, p.q, RopeSide::kQuery, b, head, q, ldq);
       write_ones(h.seq, q, ldq, s.dim);
       continue;
     }

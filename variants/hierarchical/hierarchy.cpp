@@ -12,7 +12,7 @@ KeyRangeOfRow clipped(std::int64_t lo, std::int64_t hi, std::int64_t len) {
 
 std::int64_t width(KeyRangeOfRow r) { return std::max<std::int64_t>(r.hi - r.lo, 0); }
 
-KeyPattern pattern_of_rows(std::int64_t rows, std::int64_t seq_k,
+KeyPattern pattern_of_rows(std::int64_t rows,
                            const auto& range_of_row) {  // row -> KeyRangeOfRow
   std::vector<std::int64_t> lo(static_cast<size_t>(rows)), hi(static_cast<size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -20,7 +20,7 @@ KeyPattern pattern_of_rows(std::int64_t rows, std::int64_t seq_k,
     lo[static_cast<size_t>(r)] = range.lo;
     hi[static_cast<size_t>(r)] = range.hi;
   }
-  return KeyPattern::row_ranges(std::move(lo), std::move(hi), seq_k);
+  return KeyPattern::row_ranges(std::move(lo), std::move(hi));
 }
 
 }  // namespace
@@ -49,7 +49,7 @@ KeyRangeOfRow coarse_range(std::int64_t t, std::int64_t block, LevelSide side, s
 }
 
 KeyPattern level0_pattern(std::int64_t seq, std::int64_t block) {
-  return pattern_of_rows(seq, seq, [&](std::int64_t i) { return level0_range(i, block, seq); });
+  return pattern_of_rows(seq, [&](std::int64_t i) { return level0_range(i, block, seq); });
 }
 
 namespace {
@@ -118,15 +118,14 @@ KeyRangeOfRow LevelLayout::row_keys(std::int64_t t) const {
 }
 
 KeyPattern paired_pattern(const LevelLayout& layout) {
-  return pattern_of_rows(layout.query_rows, layout.key_rows, [&](std::int64_t r) {
+  return pattern_of_rows(layout.query_rows, [&](std::int64_t r) {
     const std::int64_t t = layout.query_token[static_cast<size_t>(r)];
     return t < 0 ? KeyRangeOfRow{0, 0} : layout.row_keys(t);
   });
 }
 
 KeyPattern causal_pattern(const LevelLayout& layout, std::int64_t seq, std::int64_t level) {
-  return pattern_of_rows(seq, layout.key_rows,
-                         [&](std::int64_t i) { return layout.row_keys(i >> level); });
+  return pattern_of_rows(seq, [&](std::int64_t i) { return layout.row_keys(i >> level); });
 }
 
 double hierarchy_pairs(std::int64_t seq, std::int64_t block, std::int64_t levels, bool causal) {
