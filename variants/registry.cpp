@@ -1,10 +1,12 @@
-// The list of attention variants. Explicit rather than self-registering through static
-// initialisers: those are dropped by the linker when seqattn is linked as a static library.
+// The variant table's rows and implementations by id. Explicit rather than self-registering
+// through static initialisers: those are dropped by the linker when seqattn is linked as a
+// static library.
 #include "variants/registry.hpp"
-#include "variants/attention_variant.hpp"
 
 #include <memory>
 #include <utility>
+
+#include "seqattn/error.hpp"
 
 namespace seqattn::detail {
 namespace {
@@ -20,6 +22,11 @@ class SpecRunner final : public PreparedVariant {
   VariantSpec spec_;
 };
 
+[[noreturn]] void not_concrete(Variant id) {
+  throw Error(ErrorKind::kInvalidArgument, "variant", "a concrete variant (auto is resolved first)",
+              std::string(to_string(id)));
+}
+
 }  // namespace
 
 std::shared_ptr<const PreparedVariant> AttentionVariant::prepare(const Problem&,
@@ -29,21 +36,26 @@ std::shared_ptr<const PreparedVariant> AttentionVariant::prepare(const Problem&,
 
 const AttentionVariant& variant_for(Variant id) {
   switch (id) {
-    case Variant::kDense:
-      return dense_variant();
-    case Variant::kSlidingWindow:
-      return sliding_window_variant();
-    case Variant::kLinear:
-      return linear_variant();
-    case Variant::kLinformer:
-      return linformer_variant();
-    case Variant::kHierarchical:
-      return hierarchical_variant();
+#define SEQATTN_VARIANT(id, name, Spec, stem) \
+  case Variant::id:                           \
+    return stem##_variant();
+#include "seqattn/variant_list.inc"
     case Variant::kAuto:
       break;
   }
-  throw Error(ErrorKind::kInvalidArgument, "variant", "a concrete variant (auto is resolved first)",
-              std::string(to_string(id)));
+  not_concrete(id);
+}
+
+const VariantRow& row_of(Variant id) {
+  switch (id) {
+#define SEQATTN_VARIANT(id, name, Spec, stem) \
+  case Variant::id:                           \
+    return stem##_row();
+#include "seqattn/variant_list.inc"
+    case Variant::kAuto:
+      break;
+  }
+  not_concrete(id);
 }
 
 }  // namespace seqattn::detail

@@ -11,3 +11,5 @@
 #include "seqattn/plan.hpp"
 #include "seqattn/policy.hpp"
 #include "seqattn/tensor.hpp"
+#include "seqattn/variant_params.hpp"
+#include "seqattn/variant_specs.hpp"

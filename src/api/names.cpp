@@ -21,29 +21,33 @@ std::string quoted(std::string_view name) {
 
 std::string_view to_string(Variant v) {
   switch (v) {
-    case Variant::kDense:
-      return "dense";
-    case Variant::kSlidingWindow:
-      return "sliding-window";
-    case Variant::kLinear:
-      return "linear";
-    case Variant::kLinformer:
-      return "linformer";
-    case Variant::kHierarchical:
-      return "hierarchical";
+#define SEQATTN_VARIANT(id, name, Spec, stem) \
+  case Variant::id:                           \
+    return name;
+#include "seqattn/variant_list.inc"
     case Variant::kAuto:
       return "auto";
   }
   return "unknown";
 }
 
+std::span<const Variant> concrete_variants() {
+  static constexpr Variant kAll[] = {
+#define SEQATTN_VARIANT(id, name, Spec, stem) Variant::id,
+#include "seqattn/variant_list.inc"
+  };
+  return kAll;
+}
+
 Variant parse_variant(std::string_view name, std::string_view argument) {
-  for (Variant v : {Variant::kDense, Variant::kSlidingWindow, Variant::kLinear, Variant::kLinformer,
-                    Variant::kHierarchical, Variant::kAuto}) {
+  std::string names;
+  for (const Variant v : concrete_variants()) {
     if (name == to_string(v)) return v;
+    names += std::string(to_string(v)) + ", ";
   }
-  throw Error(ErrorKind::kInvalidArgument, std::string(argument),
-              "one of dense, sliding-window, linear, linformer, hierarchical, auto", quoted(name));
+  if (name == to_string(Variant::kAuto)) return Variant::kAuto;
+  throw Error(ErrorKind::kInvalidArgument, std::string(argument), "one of " + names + "auto",
+              quoted(name));
 }
 
 std::string_view to_string(FeatureMap f) {
@@ -70,17 +74,26 @@ Variant variant_of(const VariantSpec& spec) {
   return static_cast<Variant>(spec.index());  // VariantSpec lists the alternatives in enum order
 }
 
+Variant variant_of(const ConcreteSpec& spec) { return static_cast<Variant>(spec.index()); }
+
+VariantSpec as_variant_spec(const ConcreteSpec& spec) {
+  return std::visit([](const auto& s) { return VariantSpec(s); }, spec);
+}
+
 }  // namespace seqattn
 
+// The enum, ConcreteSpec and VariantSpec are expanded from the same rows, in the same order.
+#define SEQATTN_VARIANT(id, name, Spec, stem)                                                   \
+  static_assert(                                                                                \
+      std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(seqattn::Variant::id), \
+                                                seqattn::VariantSpec>,                          \
+                     seqattn::Spec>);                                                           \
+  static_assert(                                                                                \
+      std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(seqattn::Variant::id), \
+                                                seqattn::ConcreteSpec>,                         \
+                     seqattn::Spec>);
+#include "seqattn/variant_list.inc"
 static_assert(
-    std::is_same_v<std::variant_alternative_t<0, seqattn::VariantSpec>, seqattn::DenseSpec>);
-static_assert(std::is_same_v<std::variant_alternative_t<1, seqattn::VariantSpec>,
-                             seqattn::SlidingWindowSpec>);
-static_assert(
-    std::is_same_v<std::variant_alternative_t<2, seqattn::VariantSpec>, seqattn::LinearSpec>);
-static_assert(
-    std::is_same_v<std::variant_alternative_t<3, seqattn::VariantSpec>, seqattn::LinformerSpec>);
-static_assert(
-    std::is_same_v<std::variant_alternative_t<4, seqattn::VariantSpec>, seqattn::HierarchicalSpec>);
-static_assert(
-    std::is_same_v<std::variant_alternative_t<5, seqattn::VariantSpec>, seqattn::AutoSpec>);
+    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(seqattn::Variant::kAuto),
+                                              seqattn::VariantSpec>,
+                   seqattn::AutoSpec>);

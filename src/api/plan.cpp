@@ -33,27 +33,8 @@ Resolved resolve(const VariantSpec& requested, const detail::Problem& p) {
   if (automatic == nullptr) {
     return {requested, "requested explicitly"};
   }
-  const SelectionPolicy& policy = automatic->policy;
-  Selection sel = select_variant(policy, p.seq_k(), automatic->max_error);
-  switch (sel.variant) {
-    case Variant::kDense:
-      return {DenseSpec{}, sel.reason};
-    case Variant::kSlidingWindow:
-      return {SlidingWindowSpec{policy.window, policy.window, {}}, sel.reason};
-    case Variant::kLinear: {
-      LinearSpec spec;
-      spec.feature_map = parse_feature_map(policy.feature_map, "policy.feature_map");
-      spec.num_features = policy.num_features;
-      return {spec, sel.reason};
-    }
-    case Variant::kHierarchical:
-      return {HierarchicalSpec{policy.hierarchical_block, 0}, sel.reason};
-    default:
-      break;
-  }
-  throw Error(ErrorKind::kInvalidArgument, "policy",
-              "a decision of dense, sliding-window, linear or hierarchical",
-              std::string(to_string(sel.variant)));
+  Selection sel = select_variant(automatic->policy, p.seq_k(), automatic->max_error);
+  return {as_variant_spec(sel.spec), std::move(sel.reason)};
 }
 
 // The cache path's structure: the split and, for a sliding window, the band and globals.

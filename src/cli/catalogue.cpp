@@ -9,30 +9,27 @@
 
 namespace seqattn::cli {
 
-std::vector<CatalogueEntry> catalogue(std::int64_t window, const std::string& feature_map,
-                                      std::int64_t proj_len, std::int64_t block) {
-  LinearSpec linear;
-  linear.feature_map = parse_feature_map(feature_map, "--feature-map");
-  LinformerSpec linformer;
-  linformer.proj_len = proj_len;
-  return {
-      {"dense", DenseSpec{}, "exact"},
-      {"sliding-window", SlidingWindowSpec{window, window, {}},
-       "window " + std::to_string(window) + "+" + std::to_string(window)},
-      {"linear", linear, "feature map " + feature_map},
-      {"linformer", linformer, "k = " + std::to_string(proj_len)},
-      {"hierarchical", HierarchicalSpec{block, 0}, "block " + std::to_string(block)},
-  };
+std::vector<CatalogueEntry> catalogue(const VariantParams& given) {
+  std::vector<CatalogueEntry> entries;
+  for (const Variant v : concrete_variants()) {
+    VariantParams params;
+    for (const ParameterInfo& p : parameters_of(v)) {
+      if (const auto it = given.find(p.name); it != given.end()) params.insert(*it);
+    }
+    const ConcreteSpec spec = make_spec(v, params);
+    entries.push_back({std::string(to_string(v)), spec, describe(spec)});
+  }
+  return entries;
 }
 
-std::optional<std::string> not_built_reason(const VariantSpec& spec) {
+std::optional<std::string> not_built_reason(const ConcreteSpec& spec) {
   Shape tiny;
   tiny.heads = tiny.kv_heads = 1;
   tiny.seq = 4;
   tiny.dim = tiny.dim_v = 4;
   Workload w(tiny);
   AttentionOptions options;
-  options.variant = spec;
+  options.variant = as_variant_spec(spec);
   options.threads = 1;
   try {
     attend(w.q_view(), w.k_view(), w.v_view(), w.out_view(), options);

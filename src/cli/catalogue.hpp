@@ -9,22 +9,23 @@
 
 #include "cli/measure.hpp"
 #include "seqattn/options.hpp"
+#include "seqattn/variant_params.hpp"
 
 namespace seqattn::cli {
 
 struct CatalogueEntry {
-  std::string name;  // "dense", "sliding-window", "linear", "linformer", "hierarchical"
-  VariantSpec spec;
-  std::string parameters;  // e.g. "window 256+256", for tables
+  std::string name;  // the table's name, e.g. "sliding-window"
+  ConcreteSpec spec;
+  std::string parameters;  // describe(spec), e.g. "window 256+256", for tables
 };
 
-// Dense first. window/feature_map/proj_len/block parameterise the approximations.
-std::vector<CatalogueEntry> catalogue(std::int64_t window, const std::string& feature_map,
-                                      std::int64_t proj_len, std::int64_t block);
+// One entry per row of the variant table, dense first: each variant's defaults with the
+// given parameters it takes applied (--window reaches sliding-window, --block hierarchical).
+std::vector<CatalogueEntry> catalogue(const VariantParams& given);
 
 // Why `spec` cannot run (the kNotImplemented message), or nothing when it is built: one tiny
 // attend() call decides.
-std::optional<std::string> not_built_reason(const VariantSpec& spec);
+std::optional<std::string> not_built_reason(const ConcreteSpec& spec);
 
 // max |actual - reference| / max |reference| (the project's error metric).
 double relative_error(const std::vector<float>& actual, const std::vector<float>& reference);

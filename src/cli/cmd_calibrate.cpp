@@ -28,10 +28,7 @@ struct CalibrateFlags {
   int threads = 0;
   int repeat = 3;
   std::string seqs = "256,512,1024,2048,4096";
-  std::int64_t window = 256;
-  std::string feature_map = "elu1";
-  std::int64_t proj_len = 256;
-  std::int64_t block = 64;
+  ParamFlags params;  // each variant's parameters, as run/bench take them
   std::string out;
   std::string inputs = "uniform";
   double max_error = -1;  // < 0: no budget in the profile
@@ -65,7 +62,7 @@ std::map<std::string, Series> measure_all(const CalibrateFlags& f,
         continue;
       }
       AttentionOptions options;
-      options.variant = e.spec;
+      options.variant = as_variant_spec(e.spec);
       options.threads = f.threads;
       const Timing t = time_attend(w, options, 1, f.repeat);
       if (e.name == "dense") dense_out = w.out;
@@ -83,9 +80,19 @@ std::int64_t threshold(const Crossover& c) {
   return c.n ? static_cast<std::int64_t>(std::floor(*c.n)) : kNever;
 }
 
-// dense up to the first crossover of a policy variant, sliding window up to where linear
-// overtakes it; a variant that is not built or never wins gets an empty band.
-SelectionPolicy derive_policy(const CalibrateFlags& f, const std::vector<double>& n,
+const ConcreteSpec& spec_named(const std::vector<CatalogueEntry>& entries,
+                               const std::string& name) {
+  for (const CatalogueEntry& e : entries) {
+    if (e.name == name) return e.spec;
+  }
+  throw Error(ErrorKind::kInvalidArgument, "variant", "a row of the variant table", name);
+}
+
+// The document's three bands as rules: dense up to the first crossover of sliding window or
+// linear, sliding window up to where linear overtakes it; a variant that is not built or
+// never wins gets an empty band. Every other variant's crossover with dense is recorded.
+SelectionPolicy derive_policy(const std::vector<CatalogueEntry>& entries,
+                              const std::vector<double>& n,
                               const std::map<std::string, Series>& series,
                               nlohmann::json& crossovers) {
   auto versus = [&](const std::string& name, const std::string& baseline) {
@@ -101,16 +108,17 @@ SelectionPolicy derive_policy(const CalibrateFlags& f, const std::vector<double>
   }
   const Crossover sliding = versus("sliding-window", "dense");
   const Crossover linear = versus("linear", "dense");
-  SelectionPolicy p;
-  p.window = f.window;
-  p.feature_map = f.feature_map;
-  p.dense_max_seq = std::min(threshold(sliding), threshold(linear));
-  p.sparse_max_seq = p.dense_max_seq;
+  const std::int64_t dense_max = std::min(threshold(sliding), threshold(linear));
+  std::int64_t sparse_max = dense_max;
   if (sliding.n && !series.at("linear").skipped) {
-    p.sparse_max_seq = std::max(p.dense_max_seq, threshold(versus("linear", "sliding-window")));
+    sparse_max = std::max(dense_max, threshold(versus("linear", "sliding-window")));
   } else if (sliding.n) {
-    p.sparse_max_seq = kNever;  // linear is not built: never hand it a problem
+    sparse_max = kNever;  // linear is not built: never hand it a problem
   }
+  SelectionPolicy p;
+  p.rules = {{dense_max, DenseSpec{}},
+             {sparse_max, spec_named(entries, "sliding-window")},
+             {std::nullopt, spec_named(entries, "linear")}};
   p.source = "seqattn calibrate";
   return p;
 }
@@ -132,33 +140,21 @@ std::vector<std::int64_t> checked_lengths(const CalibrateFlags& f) {
   return seqs;
 }
 
-nlohmann::json measurements_json(const CalibrateFlags& f, const std::vector<std::int64_t>& seqs,
-                                 const std::vector<CatalogueEntry>& entries,
-                                 const std::map<std::string, Series>& series) {
-  nlohmann::json m = {
-      {"seqs", seqs},
-      {"shape", {{"batch", f.shape.batch}, {"heads", f.shape.heads}, {"dim", f.shape.dim}}},
-      {"threads", f.threads == 0 ? hardware_threads() : f.threads},
-      {"repeat", f.repeat},
-      {"simd_target", simd_target()},
-      {"inputs", f.inputs},
-      {"error_metric", "max |out - dense| / max |dense| on the same inputs (family 'inputs')"}};
+// What the profile records beyond the policy's own fields: how it was measured, the
+// crossovers, each variant's parameters as text and why a variant was skipped.
+void add_context(const CalibrateFlags& f, const std::vector<CatalogueEntry>& entries,
+                 const std::map<std::string, Series>& series, nlohmann::json& m) {
+  m["shape"] = {{"batch", f.shape.batch}, {"heads", f.shape.heads}, {"dim", f.shape.dim}};
+  m["threads"] = f.threads == 0 ? hardware_threads() : f.threads;
+  m["repeat"] = f.repeat;
+  m["simd_target"] = simd_target();
+  m["inputs"] = f.inputs;
+  m["error_metric"] = "max |out - dense| / max |dense| on the same inputs (family 'inputs')";
   for (const CatalogueEntry& e : entries) {
-    const Series& s = series.at(e.name);
-    nlohmann::json row = {{"parameters", e.parameters}};
-    if (s.skipped) {
-      row["skipped"] = *s.skipped;
-    } else {
-      row["median_ms"] = nlohmann::json::array();
-      row["relative_error"] = nlohmann::json::array();
-      for (std::size_t i = 0; i < seqs.size(); ++i) {
-        row["median_ms"].push_back(number_or_null(s.seconds[i] * 1e3));
-        row["relative_error"].push_back(number_or_null(s.errors[i]));
-      }
-    }
-    m["variants"][e.name] = row;
+    nlohmann::json& row = m["variants"][e.name];
+    row["parameters"] = e.parameters;
+    if (const Series& s = series.at(e.name); s.skipped) row["skipped"] = *s.skipped;
   }
-  return m;
 }
 
 void calibrate(CalibrateFlags f) {
@@ -171,26 +167,28 @@ void calibrate(CalibrateFlags f) {
   }
   f.shape.kv_heads = f.shape.heads;
   f.shape.dim_v = f.shape.dim;
-  const std::vector<CatalogueEntry> entries =
-      catalogue(f.window, f.feature_map, f.proj_len, f.block);
+  const std::vector<CatalogueEntry> entries = catalogue(given_params(f.params));
   const std::map<std::string, Series> series = measure_all(f, entries, seqs);
 
-  nlohmann::json measurements = measurements_json(f, seqs, entries, series);
   nlohmann::json crossovers = nlohmann::json::object();
-  const SelectionPolicy policy =
-      derive_policy(f, std::vector<double>(seqs.begin(), seqs.end()), series, crossovers);
-  measurements["crossovers"] = crossovers;
-  nlohmann::json profile = {{"dense_max_seq", policy.dense_max_seq},
-                            {"sparse_max_seq", policy.sparse_max_seq},
-                            {"window", policy.window},
-                            {"feature_map", policy.feature_map},
-                            {"num_features", policy.num_features},
-                            {"hierarchical_block", f.block},
-                            {"measurements", measurements}};
-  if (budget) profile["max_error"] = f.max_error;
+  SelectionPolicy policy =
+      derive_policy(entries, std::vector<double>(seqs.begin(), seqs.end()), series, crossovers);
+  policy.inputs = f.inputs;
+  if (budget) policy.max_error = f.max_error;
+  for (const CatalogueEntry& e : entries) {
+    const Series& s = series.at(e.name);
+    for (std::size_t i = 0; i < seqs.size() && !s.skipped; ++i) {
+      if (std::isfinite(s.seconds[i]) && std::isfinite(s.errors[i])) {
+        policy.measurements.push_back({e.name, seqs[i], s.seconds[i], s.errors[i], e.spec});
+      }
+    }
+  }
+  nlohmann::json profile = nlohmann::json::parse(policy.to_json());
+  add_context(f, entries, series, profile["measurements"]);
+  profile["measurements"]["crossovers"] = crossovers;
   npy::write_file_atomically(f.out, profile.dump(2) + "\n", "--out");
-  std::cerr << "calibrate: dense_max_seq=" << policy.dense_max_seq
-            << " sparse_max_seq=" << policy.sparse_max_seq << " -> " << f.out << "\n";
+  std::cerr << "calibrate: dense up to " << *policy.rules[0].max_seq << ", sliding window up to "
+            << *policy.rules[1].max_seq << " -> " << f.out << "\n";
 }
 
 }  // namespace
@@ -205,10 +203,7 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--threads", flags->threads, "threads (0 = all cores)")->capture_default_str();
   cmd->add_option("--repeat", flags->repeat, "timed runs per point")->capture_default_str();
   cmd->add_option("--seqs", flags->seqs, "lengths to measure")->capture_default_str();
-  cmd->add_option("--window", flags->window, "sliding window per side")->capture_default_str();
-  cmd->add_option("--feature-map", flags->feature_map, "linear feature map")->capture_default_str();
-  cmd->add_option("--proj-len", flags->proj_len, "linformer k")->capture_default_str();
-  cmd->add_option("--block", flags->block, "hierarchical block size")->capture_default_str();
+  add_param_flags(*cmd, flags->params);  // --window, --feature-map, --proj-len, --block, ...
   cmd->add_option("--inputs", flags->inputs,
                   "input family the errors are measured on: decaying|anchors|lowrank|uniform")
       ->capture_default_str();

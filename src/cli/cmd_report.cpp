@@ -14,24 +14,32 @@
 #include "cli/report_accuracy.hpp"
 #include "cli/variant_flags.hpp"
 #include "seqattn/error.hpp"
+#include "seqattn/variant_params.hpp"
 
 namespace seqattn::cli {
 namespace {
+
+// Every row of the variant table, comma-separated.
+std::string all_variant_names() {
+  std::string names;
+  for (const Variant v : concrete_variants()) {
+    if (!names.empty()) names += ',';
+    names += to_string(v);
+  }
+  return names;
+}
 
 struct ReportFlags {
   std::string out_dir = "report";
   bool full = false;
   std::string threads_list;
   std::string seqs;
-  std::string variants = "dense,sliding-window,linear,linformer,hierarchical";
+  std::string variants = all_variant_names();
   double max_dense_seconds = 0;
   double max_point_seconds = 0;
   int max_repeat = 5;
   Shape shape;
-  std::int64_t window = 256;
-  std::string feature_map = "elu1";
-  std::int64_t proj_len = 256;
-  std::int64_t block = 64;
+  ParamFlags params;  // each variant's parameters, as run/bench take them
   std::string python;
   std::string plot_script;
   bool no_plot = false;
@@ -84,8 +92,12 @@ class Sweep {
   }
 
  private:
+  // A variant whose cost grows as S² (the table says which: dense) has its own cap.
+  static bool quadratic(const std::string& variant) {
+    return grows_quadratically(parse_variant(variant));
+  }
   double cap(const std::string& variant) const {
-    return variant == "dense" ? config_.max_dense_seconds : config_.max_point_seconds;
+    return quadratic(variant) ? config_.max_dense_seconds : config_.max_point_seconds;
   }
 
   void run_length(std::int64_t seq) {
@@ -117,13 +129,13 @@ class Sweep {
     p.threads = threads;
     SeriesState& state = series_[{variant, threads}];
     const std::optional<double> predicted =
-        state.predict(static_cast<double>(p.seq), variant == "dense");
+        state.predict(static_cast<double>(p.seq), quadratic(variant));
     if (state.stopped.empty() && predicted && *predicted > cap(variant)) {
       char why[200];
       std::snprintf(why, sizeof why,
                     "predicted %.1f s per run at S=%lld > %.1f s cap (O(N^%s) from S=%.0f)",
                     *predicted, static_cast<long long>(p.seq), cap(variant),
-                    variant == "dense" ? "2" : "p", state.measured.back().first);
+                    quadratic(variant) ? "2" : "p", state.measured.back().first);
       state.stopped = why;
     }
     if (!state.stopped.empty()) {
@@ -193,7 +205,7 @@ class Sweep {
       const auto state = series_.find({variant, threads});
       if (state == series_.end() || !state->second.stopped.empty()) continue;
       const std::optional<double> t =
-          state->second.predict(static_cast<double>(seq), variant == "dense");
+          state->second.predict(static_cast<double>(seq), quadratic(variant));
       if (t && *t <= cap(variant)) total += *t * (1 + timed_runs(*t, config_.max_repeat));
     }
     return total;
@@ -420,7 +432,7 @@ ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>&
     return names;
   }();
   for (const std::string& name : wanted) parse_variant(name, "--variants");
-  for (const CatalogueEntry& e : catalogue(f.window, f.feature_map, f.proj_len, f.block)) {
+  for (const CatalogueEntry& e : catalogue(given_params(f.params))) {
     if (std::find(wanted.begin(), wanted.end(), e.name) == wanted.end()) continue;
     if (const std::optional<std::string> why = not_built_reason(e.spec)) {
       c.not_built[e.name] = *why;
@@ -428,7 +440,7 @@ ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>&
     }
     c.variants.push_back(e.name);
     c.parameters[e.name] = e.parameters;
-    specs[e.name] = e.spec;
+    specs[e.name] = as_variant_spec(e.spec);
   }
   if (c.variants.empty()) {
     throw Error(ErrorKind::kInvalidArgument, "--variants", "at least one built variant",
@@ -458,10 +470,7 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--batch", flags->shape.batch, "batch B")->capture_default_str();
   cmd->add_option("--heads", flags->shape.heads, "heads H")->capture_default_str();
   cmd->add_option("--dim", flags->shape.dim, "head dimension D")->capture_default_str();
-  cmd->add_option("--window", flags->window, "sliding window per side")->capture_default_str();
-  cmd->add_option("--feature-map", flags->feature_map, "linear feature map")->capture_default_str();
-  cmd->add_option("--proj-len", flags->proj_len, "linformer k")->capture_default_str();
-  cmd->add_option("--block", flags->block, "hierarchical block size")->capture_default_str();
+  add_param_flags(*cmd, flags->params);  // --window, --feature-map, --proj-len, --block, ...
   cmd->add_option("--python", flags->python, "python with matplotlib (default /usr/bin/python3)");
   cmd->add_option("--plot-script", flags->plot_script, "path of scripts/plot_scaling.py");
   cmd->add_flag("--no-plot", flags->no_plot, "skip scaling.png");

@@ -8,6 +8,7 @@
 #include "cli/variant_flags.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/options.hpp"
+#include "seqattn/variant_params.hpp"
 
 namespace seqattn::cli {
 namespace {
@@ -20,20 +21,6 @@ struct SelectFlags {
   PolicyFlags policy;
 };
 
-// What the chosen variant would be run with, as attend() resolves it.
-std::string parameters_text(const SelectionPolicy& policy, Variant variant) {
-  switch (variant) {
-    case Variant::kSlidingWindow:
-      return "window " + std::to_string(policy.window) + " on each side";
-    case Variant::kLinear:
-      return "feature map " + policy.feature_map +
-             (policy.num_features > 0 ? ", " + std::to_string(policy.num_features) + " features"
-                                      : std::string());
-    default:
-      return "exact softmax";
-  }
-}
-
 void select(const SelectFlags& f) {
   if (f.seq < 1) {
     throw Error(ErrorKind::kInvalidArgument, "--seq", ">= 1", std::to_string(f.seq));
@@ -42,19 +29,14 @@ void select(const SelectFlags& f) {
   const std::optional<double> budget =
       f.max_error_opt->count() > 0 ? std::optional<double>(f.max_error) : std::nullopt;
   const Selection selection = select_variant(policy, f.seq, budget);
-  const std::string parameters = parameters_text(policy, selection.variant);
+  const std::string parameters = describe(selection.spec);
   if (f.json) {
     nlohmann::json j = {{"seq", f.seq},
                         {"variant", std::string(to_string(selection.variant))},
                         {"reason", selection.reason},
                         {"parameters", parameters},
-                        {"policy",
-                         {{"dense_max_seq", policy.dense_max_seq},
-                          {"sparse_max_seq", policy.sparse_max_seq},
-                          {"window", policy.window},
-                          {"feature_map", policy.feature_map},
-                          {"num_features", policy.num_features},
-                          {"source", policy.source}}},
+                        {"params", params_of(selection.spec)},
+                        {"policy", nlohmann::json::parse(policy.to_json())},
                         {"candidates", nlohmann::json::array()}};
     for (const PolicyMeasurement& m : selection.candidates) {
       j["candidates"].push_back({{"variant", m.variant},
@@ -62,6 +44,7 @@ void select(const SelectFlags& f) {
                                  {"median_ms", m.seconds * 1e3},
                                  {"relative_error", m.error}});
     }
+    j["policy"]["source"] = policy.source;
     std::cout << j.dump(2) << std::endl;
     return;
   }

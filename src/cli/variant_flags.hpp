@@ -1,14 +1,18 @@
-// Command-line flags that choose and parameterise a variant, shared by run, bench, mha and
-// calibrate, and the policy flags shared with select.
+// Command-line flags that choose and parameterise a variant, shared by run, bench, mha,
+// report and calibrate, and the policy flags shared with select. The parameter flags come
+// from the variant table: one flag per parameter name any variant takes (--window,
+// --feature-map, --block, ...), so a new variant's parameters need no change here.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "seqattn/half.hpp"
 #include "seqattn/options.hpp"
 #include "seqattn/policy.hpp"
+#include "seqattn/variant_params.hpp"
 
 namespace CLI {
 class App;
@@ -26,40 +30,39 @@ struct PolicyFlags {
   CLI::Option* sparse_max_opt = nullptr;
 };
 
+// One option per parameter of the table's variants, keyed by parameter name.
+struct ParamFlags {
+  // Storage CLI11 writes into (a map: stable addresses). Every flag takes one or more values,
+  // space- or comma-separated, joined with commas: "--global 0 9" and "--global 0,9" are the
+  // same list, and "--window 5 6" is refused by the parameter's integer parse.
+  std::map<std::string, std::vector<std::string>> values;
+  std::map<std::string, CLI::Option*> options;
+};
+
 struct VariantFlags {
   std::string variant = "dense";
-  std::int64_t window = 256;
-  std::int64_t window_right = 256;
-  std::vector<std::int64_t> global_tokens;
-  std::string feature_map = "elu1";
-  std::int64_t features = 0;
-  std::uint64_t seed = 0;
-  std::int64_t proj_len = 256;
-  std::int64_t block = 64;
-  std::int64_t levels = 0;
+  ParamFlags params;
   PolicyFlags policy;
-
-  CLI::Option* window_opt = nullptr;
-  CLI::Option* window_right_opt = nullptr;
-  CLI::Option* global_opt = nullptr;
-  CLI::Option* feature_map_opt = nullptr;
-  CLI::Option* features_opt = nullptr;
-  CLI::Option* seed_opt = nullptr;
-  CLI::Option* proj_len_opt = nullptr;
-  CLI::Option* block_opt = nullptr;
-  CLI::Option* levels_opt = nullptr;
 };
 
 // --profile, --dense-max-seq, --sparse-max-seq.
 void add_policy_flags(CLI::App& command, PolicyFlags& flags);
-// --variant and every variant parameter (including the policy flags for auto).
+// One flag per parameter name in the table (help lists the variants taking it).
+void add_param_flags(CLI::App& command, ParamFlags& flags);
+// --variant, the parameter flags and the policy flags (for auto).
 void add_variant_flags(CLI::App& command, VariantFlags& flags);
+
+// The parameter flags that were given, by parameter name.
+VariantParams given_params(const ParamFlags& flags);
+// The CLI spelling of a parameter: "window_right" -> "--window-right".
+std::string flag_of(const std::string& parameter);
 
 // The default policy, or the --profile file, with --dense-max-seq/--sparse-max-seq applied.
 SelectionPolicy make_policy(const PolicyFlags& flags);
 
 // The spec the flags describe. Throws Error(kUnsupported) naming the flag when a flag was given
-// that the chosen variant does not use: a flag is never silently ignored.
+// that the chosen variant does not take: a flag is never silently ignored. With --variant
+// auto, each parameter flag applies to the policy's rules whose variant takes it.
 VariantSpec make_spec(const VariantFlags& flags);
 
 // Comma-separated integers, e.g. "128,256"; throws Error naming `argument` on bad text.

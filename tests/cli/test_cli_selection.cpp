@@ -26,7 +26,8 @@ TEST_F(CliTest, SelectFollowsTheDefaultThresholds) {
   }
   const Result text = run("select --seq 3000");
   EXPECT_NE(text.out.find("variant: linear"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("sparse_max_seq=2048"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("S_k=3000 > 2048: rule 3 of 3"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("feature map elu1"), std::string::npos) << text.out;
 }
 
 TEST_F(CliTest, SelectUsesAProfileAndOverrides) {
@@ -44,7 +45,7 @@ TEST_F(CliTest, SelectUsesAProfileAndOverrides) {
   EXPECT_EQ(variant_at("--dense-max-seq 4096 --seq 3000"), "dense");
   const Result bad = run("select --seq 10 --dense-max-seq 300 --sparse-max-seq 200");
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("sparse_max_seq"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("rules[1].max_seq"), std::string::npos) << bad.err;
   const Result missing = run("select --seq 10 --profile " + path("none.json"));
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("profile"), std::string::npos) << missing.err;
@@ -55,10 +56,12 @@ TEST_F(CliTest, CalibrateWritesALoadableProfile) {
                        path("profile.json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const SelectionPolicy policy = SelectionPolicy::load_json(path("profile.json"));
-  EXPECT_LE(policy.dense_max_seq, policy.sparse_max_seq);
+  EXPECT_LE(*policy.max_seq_of(Variant::kDense), *policy.max_seq_of(Variant::kSlidingWindow));
   const nlohmann::json j = nlohmann::json::parse(read(path("profile.json")));
   ASSERT_TRUE(j.contains("measurements"));
   EXPECT_TRUE(j["measurements"]["variants"].contains("dense"));
+  ASSERT_EQ(j["rules"].size(), 3u);
+  EXPECT_EQ(j["measurements"]["variants"]["hierarchical"]["params"]["block"], 64);
   EXPECT_EQ(j["measurements"]["seqs"], (std::vector<int>{32, 64}));
 }
 

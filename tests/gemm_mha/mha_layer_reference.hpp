@@ -75,35 +75,27 @@ inline std::vector<float> to_float(const std::vector<double>& x) {
   return std::vector<float>(x.begin(), x.end());
 }
 
-// The attention oracle of the variant `spec` names. Linear FAVOR+ and Linformer must carry
-// explicit matrices (favor_matrix, e, f) so that the library and the oracle use the same ones.
+// The attention oracle of the variant `spec` names (reference::variant, one per row of the
+// variant table).
 inline reference::Result attention_reference(const VariantSpec& spec, const ConstTensor& q,
                                              const ConstTensor& k, const ConstTensor& v,
                                              const Mask& mask, double scale) {
-  if (std::holds_alternative<DenseSpec>(spec)) return reference::dense(q, k, v, mask, scale);
-  if (const auto* sw = std::get_if<SlidingWindowSpec>(&spec)) {
-    return reference::sliding_window(q, k, v, *sw, mask, scale);
+  if (std::holds_alternative<AutoSpec>(spec)) {
+    throw std::logic_error("attention_reference: resolve auto to the variant it picks first");
   }
-  if (const auto* lin = std::get_if<LinearSpec>(&spec)) {
-    std::vector<float> favor;
-    std::int64_t m = 0;
-    if (lin->feature_map == FeatureMap::kFavor) {
-      m = lin->favor_matrix.rows;
-      for (std::int64_t r = 0; r < m; ++r) {
-        const float* row = lin->favor_matrix.row(r);
-        favor.insert(favor.end(), row, row + lin->favor_matrix.cols);
-      }
-    }
-    // The layer sets no scale: linear takes its feature map's default.
-    return reference::linear(q, k, v, lin->feature_map, favor, m, lin->epsilon, mask, std::nullopt);
-  }
-  if (const auto* lf = std::get_if<LinformerSpec>(&spec)) {
-    return reference::linformer(q, k, v, lf->e, lf->f, mask, scale);
-  }
-  if (const auto* hs = std::get_if<HierarchicalSpec>(&spec)) {
-    return reference::hierarchical(q, k, v, *hs, mask, scale);
-  }
-  throw std::logic_error("attention_reference: no oracle for this variant spec");
+  const ConcreteSpec concrete = std::visit(
+      [](const auto& s) -> ConcreteSpec {
+        if constexpr (std::is_same_v<std::decay_t<decltype(s)>, AutoSpec>) {
+          return DenseSpec{};  // unreachable: refused above
+        } else {
+          return s;
+        }
+      },
+      spec);
+  // The layer sets no scale: linear takes its feature map's default, softmax variants 1/√D.
+  const bool linear = std::holds_alternative<LinearSpec>(concrete);
+  return reference::variant(q, k, v, concrete, mask,
+                            linear ? std::nullopt : std::optional<double>(scale));
 }
 
 struct LayerShape {

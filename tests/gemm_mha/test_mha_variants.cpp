@@ -59,13 +59,11 @@ std::vector<VariantCase> variant_cases(const VariantMatrices& m) {
   linformer.f = {m.f.data(), 8, kSeq, kSeq};
   cases.push_back({"linformer", linformer, true});
   cases.push_back({"hierarchical", HierarchicalSpec{4, 0}, true});  // 3 coarse levels at S = 33
-  // The policy picks linear (relu) for S_k = 33 > sparse_max_seq = 16.
-  AutoSpec automatic;
-  automatic.policy.dense_max_seq = 8;
-  automatic.policy.sparse_max_seq = 16;
-  automatic.policy.feature_map = "relu";
+  // The policy's last rule picks linear (relu) for S_k = 33 > 16.
   LinearSpec relu;
   relu.feature_map = FeatureMap::kRelu;
+  AutoSpec automatic;
+  automatic.policy.rules = {{8, DenseSpec{}}, {16, SlidingWindowSpec{}}, {std::nullopt, relu}};
   cases.push_back({"auto", automatic, true, relu});
   return cases;
 }

@@ -94,6 +94,13 @@ Result hierarchical(const ConstTensor& q, const ConstTensor& k, const ConstTenso
                     const HierarchicalSpec& spec, const Mask& mask, double scale,
                     const std::optional<RotaryEmbedding>& rope = {});
 
+// The reference of whichever variant `spec` names (the functions above; a row of the variant
+// table must have one). scale unset: softmax's 1/√D, and linear's own default. A FAVOR+ or
+// Linformer matrix left to the seed is drawn as the library draws it.
+Result variant(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+               const ConcreteSpec& spec, const Mask& mask, std::optional<double> scale,
+               const Positional& positional = {});
+
 // Error metric used by every test: max_i |x_i - ref_i| / max(max_i |ref_i|, 1e-30), i.e. the
 // largest absolute error relative to the output's scale (not per element, which is
 // meaningless where the output crosses zero).
