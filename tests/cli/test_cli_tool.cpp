@@ -176,6 +176,35 @@ TEST_F(CliTest, BadOptionsFailWithoutOutput) {
   EXPECT_FALSE(exists("out.npy")) << "no output when another output cannot be written";
 }
 
+// The parameter flags come from the variant table: each reaches the variants that take it and
+// is refused by the others, naming the flag.
+TEST_F(CliTest, ParameterFlagsFollowTheVariantTable) {
+  write_document_example();
+  const std::string io = " --q " + path("q.npy") + " --k " + path("k.npy") + " --v " +
+                         path("v.npy") + " --out " + path("out.npy");
+  for (const std::string bad :
+       {"--variant auto --block 8", "--variant linear --features 4",
+        "--variant sliding-window --window 1 2", "--variant hierarchical --levels x",
+        "--variant dense --epsilon 0"}) {
+    const Result r = run("run " + bad + io);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    const std::string flag =
+        bad.substr(bad.rfind("--"), bad.find(' ', bad.rfind("--")) - bad.rfind("--"));
+    const std::string parameter = flag.substr(2);
+    EXPECT_TRUE(r.err.find(flag) != std::string::npos || r.err.find(parameter) != std::string::npos)
+        << bad << ": " << r.err;
+    EXPECT_FALSE(exists("out.npy")) << bad;
+  }
+  Result r = run("run --variant sliding-window --window 1 --global 0 2 --json" + io);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = run("run --variant linear --feature-map relu --epsilon 1e-3 --json" + io);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // auto: --window reaches the policy's sliding-window rule.
+  r = run("run --variant auto --dense-max-seq 0 --window 1 --json" + io);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("window 1+1"), std::string::npos) << r.out;
+}
+
 TEST_F(CliTest, MhaReproducesTheDocumentExample) {
   save("x.npy", {3, 2}, {1, 0, 1, 1, 0.1f, 1});
   save("wq.npy", {2, 2}, {1, 0, 0, 1});
