@@ -154,10 +154,11 @@ VariantSpec make_spec(const VariantFlags& f) {
   const std::string honoured = flags_text(taken);
   refuse_policy_flags(f.policy, f.variant, honoured);
   const VariantParams params = given_params(f.params);
-  for (const auto& [name, value] : params) {
-    const bool takes = std::any_of(taken.begin(), taken.end(),
-                                   [&](const ParameterInfo& p) { return p.name == name; });
-    if (!takes) refuse(*f.params.options.at(name), f.variant, honoured);
+  for (const auto& given_param : params) {  // not a structured binding: clang 14 cannot capture one
+    const bool takes = std::any_of(taken.begin(), taken.end(), [&](const ParameterInfo& p) {
+      return p.name == given_param.first;
+    });
+    if (!takes) refuse(*f.params.options.at(given_param.first), f.variant, honoured);
   }
   return as_variant_spec(seqattn::make_spec(v, params));
 }
