@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "api/kv_cache_access.hpp"
-#include "api/plan_state.hpp"
 #include "seqattn/seqattn.hpp"
+#include "src/api/kv_cache_access.hpp"
+#include "src/api/plan_state.hpp"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "gemm/gemm.hpp"
+#include "src/gemm/gemm.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "simd/sum_floats.hpp"
+#include "src/simd/sum_floats.hpp"
 
 namespace {
 

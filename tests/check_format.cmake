@@ -1,6 +1,6 @@
 # Fails when any C++ source under include/ src/ variants/ tests/ bench/ python/src/ is not clang-formatted.
 file(GLOB_RECURSE sources
-     ${SOURCE_DIR}/include/*.hpp ${SOURCE_DIR}/src/*.cpp ${SOURCE_DIR}/src/*.hpp ${SOURCE_DIR}/src/*.h
+     ${SOURCE_DIR}/include/*.hpp ${SOURCE_DIR}/include/*.inc ${SOURCE_DIR}/src/*.inc ${SOURCE_DIR}/src/*.cpp ${SOURCE_DIR}/src/*.hpp ${SOURCE_DIR}/src/*.h
      ${SOURCE_DIR}/src/*.cc ${SOURCE_DIR}/variants/*.cpp ${SOURCE_DIR}/variants/*.hpp
      ${SOURCE_DIR}/variants/*.h ${SOURCE_DIR}/variants/*.cc ${SOURCE_DIR}/tests/*.cpp
      ${SOURCE_DIR}/tests/*.hpp ${SOURCE_DIR}/bench/*.cpp ${SOURCE_DIR}/python/src/*.cpp

@@ -9,9 +9,9 @@
 #include <sstream>
 #include <tuple>
 
-#include "reference.hpp"
 #include "seqattn/seqattn.hpp"
-#include "support/test_tensors.hpp"
+#include "tests/reference/reference.hpp"
+#include "tests/support/test_tensors.hpp"
 
 namespace seqattn {
 namespace {

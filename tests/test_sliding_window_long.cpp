@@ -1,14 +1,14 @@
 // Sliding window past the packing budget: at D = 64 a (batch, kv-head) pair with S_k > 4096
 // no longer fits the packed-tile budget, and the driver packs the band in segments through a
-// ring of key tiles (flash_driver_shared-inl.h). These shapes reach that path; the shorter
+// ring of key tiles (flash_driver_body.inc). These shapes reach that path; the shorter
 // per-target cases in tests/dense/ do not.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "reference.hpp"
 #include "seqattn/seqattn.hpp"
-#include "support/test_tensors.hpp"
+#include "tests/reference/reference.hpp"
+#include "tests/support/test_tensors.hpp"
 
 namespace seqattn {
 namespace {

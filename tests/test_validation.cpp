@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "gemm/gemm.hpp"
 #include "seqattn/seqattn.hpp"
-#include "support/test_tensors.hpp"
+#include "src/gemm/gemm.hpp"
+#include "tests/support/test_tensors.hpp"
 
 namespace seqattn {
 namespace {

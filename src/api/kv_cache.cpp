@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "api/kv_cache_access.hpp"
-#include "runtime/element_types.hpp"
-#include "runtime/positional.hpp"
-#include "runtime/validate.hpp"
+#include "src/api/kv_cache_access.hpp"
+#include "src/runtime/element_types.hpp"
+#include "src/runtime/positional.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn {
 

@@ -2,8 +2,8 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/validate.hpp"
 #include "seqattn/attention.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn {
 namespace {

@@ -7,13 +7,13 @@
 #include <chrono>
 #include <string>
 
-#include "api/kv_cache_access.hpp"
-#include "api/plan_state.hpp"
-#include "runtime/positional.hpp"
-#include "runtime/staging.hpp"
-#include "runtime/threads.hpp"
-#include "runtime/validate.hpp"
 #include "seqattn/error.hpp"
+#include "src/api/kv_cache_access.hpp"
+#include "src/api/plan_state.hpp"
+#include "src/runtime/positional.hpp"
+#include "src/runtime/staging.hpp"
+#include "src/runtime/threads.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn {
 namespace {

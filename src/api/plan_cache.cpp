@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <string>
 
-#include "api/plan_state.hpp"
-#include "runtime/positional.hpp"
-#include "runtime/validate.hpp"
+#include "src/api/plan_state.hpp"
+#include "src/runtime/positional.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn::detail {
 namespace {

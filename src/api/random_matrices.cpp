@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/validate.hpp"
 #include "seqattn/attention.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn {
 namespace {

@@ -1,11 +1,11 @@
-#include "cli/app.hpp"
+#include "src/cli/app.hpp"
 
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
 
-#include "cli/commands.hpp"
 #include "seqattn/error.hpp"
+#include "src/cli/commands.hpp"
 
 namespace seqattn::cli {
 

@@ -1,11 +1,11 @@
-#include "cli/catalogue.hpp"
+#include "src/cli/catalogue.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/checked_size.hpp"
 #include "seqattn/attention.hpp"
 #include "seqattn/error.hpp"
+#include "src/runtime/checked_size.hpp"
 
 namespace seqattn::cli {
 

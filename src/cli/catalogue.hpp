@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/measure.hpp"
 #include "seqattn/options.hpp"
 #include "seqattn/variant_params.hpp"
+#include "src/cli/measure.hpp"
 
 namespace seqattn::cli {
 

@@ -4,12 +4,12 @@
 #include <iostream>
 #include <memory>
 
-#include "cli/commands.hpp"
-#include "cli/measure.hpp"
-#include "cli/positional_flags.hpp"
-#include "cli/ring_bench.hpp"
-#include "cli/variant_flags.hpp"
 #include "seqattn/error.hpp"
+#include "src/cli/commands.hpp"
+#include "src/cli/measure.hpp"
+#include "src/cli/positional_flags.hpp"
+#include "src/cli/ring_bench.hpp"
+#include "src/cli/variant_flags.hpp"
 
 namespace seqattn::cli {
 namespace {

@@ -9,10 +9,10 @@
 #include <optional>
 #include <random>
 
-#include "cli/commands.hpp"
-#include "cli/ring_bench.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/mpi/ring.hpp"
+#include "src/cli/commands.hpp"
+#include "src/cli/ring_bench.hpp"
 
 namespace seqattn::cli {
 namespace {

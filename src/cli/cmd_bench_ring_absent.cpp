@@ -1,6 +1,6 @@
 // seqattn was configured without MPI: --ring is a declared feature that is not built here.
-#include "cli/ring_bench.hpp"
 #include "seqattn/error.hpp"
+#include "src/cli/ring_bench.hpp"
 
 namespace seqattn::cli {
 

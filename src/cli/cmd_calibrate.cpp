@@ -9,14 +9,14 @@
 #include <map>
 #include <memory>
 
-#include "cli/catalogue.hpp"
-#include "cli/commands.hpp"
-#include "cli/input_families.hpp"
-#include "cli/measure.hpp"
-#include "cli/npy.hpp"
-#include "cli/scaling_math.hpp"
-#include "cli/variant_flags.hpp"
 #include "seqattn/error.hpp"
+#include "src/cli/catalogue.hpp"
+#include "src/cli/commands.hpp"
+#include "src/cli/input_families.hpp"
+#include "src/cli/measure.hpp"
+#include "src/cli/npy.hpp"
+#include "src/cli/scaling_math.hpp"
+#include "src/cli/variant_flags.hpp"
 
 namespace seqattn::cli {
 namespace {

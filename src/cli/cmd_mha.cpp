@@ -5,12 +5,12 @@
 #include <memory>
 #include <optional>
 
-#include "cli/commands.hpp"
-#include "cli/npy.hpp"
-#include "cli/variant_flags.hpp"
-#include "runtime/checked_size.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/mha.hpp"
+#include "src/cli/commands.hpp"
+#include "src/cli/npy.hpp"
+#include "src/cli/variant_flags.hpp"
+#include "src/runtime/checked_size.hpp"
 
 namespace seqattn::cli {
 namespace {

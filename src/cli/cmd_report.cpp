@@ -7,14 +7,14 @@
 #include <memory>
 #include <tuple>
 
-#include "cli/catalogue.hpp"
-#include "cli/commands.hpp"
-#include "cli/read_bandwidth.hpp"
-#include "cli/report.hpp"
-#include "cli/report_accuracy.hpp"
-#include "cli/variant_flags.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/variant_params.hpp"
+#include "src/cli/catalogue.hpp"
+#include "src/cli/commands.hpp"
+#include "src/cli/read_bandwidth.hpp"
+#include "src/cli/report.hpp"
+#include "src/cli/report_accuracy.hpp"
+#include "src/cli/variant_flags.hpp"
 
 namespace seqattn::cli {
 namespace {

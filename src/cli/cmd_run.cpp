@@ -6,13 +6,13 @@
 #include <memory>
 #include <optional>
 
-#include "cli/commands.hpp"
-#include "cli/npy.hpp"
-#include "cli/positional_flags.hpp"
-#include "cli/variant_flags.hpp"
-#include "runtime/checked_size.hpp"
-#include "runtime/element_types.hpp"
 #include "seqattn/error.hpp"
+#include "src/cli/commands.hpp"
+#include "src/cli/npy.hpp"
+#include "src/cli/positional_flags.hpp"
+#include "src/cli/variant_flags.hpp"
+#include "src/runtime/checked_size.hpp"
+#include "src/runtime/element_types.hpp"
 
 namespace seqattn::cli {
 namespace {

@@ -4,11 +4,11 @@
 #include <iostream>
 #include <memory>
 
-#include "cli/commands.hpp"
-#include "cli/variant_flags.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/options.hpp"
 #include "seqattn/variant_params.hpp"
+#include "src/cli/commands.hpp"
+#include "src/cli/variant_flags.hpp"
 
 namespace seqattn::cli {
 namespace {

@@ -1,11 +1,11 @@
-#include "cli/input_families.hpp"
+#include "src/cli/input_families.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 
-#include "runtime/positional.hpp"
 #include "seqattn/error.hpp"
+#include "src/runtime/positional.hpp"
 
 namespace seqattn::cli {
 namespace {

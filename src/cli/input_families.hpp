@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/measure.hpp"
+#include "src/cli/measure.hpp"
 
 namespace seqattn::cli {
 

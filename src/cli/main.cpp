@@ -1,7 +1,7 @@
 // The seqattn command-line tool; src/cli/app.hpp documents its exit codes.
 #include <CLI/CLI.hpp>
 
-#include "cli/app.hpp"
+#include "src/cli/app.hpp"
 
 int main(int argc, char** argv) {
   const auto app = seqattn::cli::make_app();

@@ -1,4 +1,4 @@
-#include "cli/measure.hpp"
+#include "src/cli/measure.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,8 +8,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "runtime/checked_size.hpp"
 #include "seqattn/error.hpp"
+#include "src/runtime/checked_size.hpp"
 
 namespace seqattn::cli {
 namespace {

@@ -1,7 +1,7 @@
 // .npy format: https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html
 // magic "\x93NUMPY", version (major, minor), header length (uint16 for 1.0, uint32 for 2.0/3.0,
 // little endian), then a Python dict literal padded with spaces to a multiple of 64 bytes.
-#include "cli/npy.hpp"
+#include "src/cli/npy.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

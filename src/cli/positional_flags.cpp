@@ -1,4 +1,4 @@
-#include "cli/positional_flags.hpp"
+#include "src/cli/positional_flags.hpp"
 
 #include <CLI/CLI.hpp>
 

@@ -1,6 +1,6 @@
 // Read bandwidth through the library's probe (detail::sum_floats: the dispatched target's
 // widest loads), each thread on its own part.
-#include "cli/read_bandwidth.hpp"
+#include "src/cli/read_bandwidth.hpp"
 
 #include <omp.h>
 
@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "cli/measure.hpp"
-#include "simd/sum_floats.hpp"
+#include "src/cli/measure.hpp"
+#include "src/simd/sum_floats.hpp"
 
 namespace seqattn::cli {
 namespace {

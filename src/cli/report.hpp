@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/measure.hpp"
-#include "cli/report_ring.hpp"
+#include "src/cli/measure.hpp"
+#include "src/cli/report_ring.hpp"
 
 namespace seqattn::cli {
 

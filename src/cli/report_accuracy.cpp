@@ -1,10 +1,10 @@
-#include "cli/report_accuracy.hpp"
+#include "src/cli/report_accuracy.hpp"
 
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 
-#include "cli/catalogue.hpp"
+#include "src/cli/catalogue.hpp"
 
 namespace seqattn::cli {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/input_families.hpp"
-#include "cli/report.hpp"
+#include "src/cli/input_families.hpp"
+#include "src/cli/report.hpp"
 
 namespace seqattn::cli {
 

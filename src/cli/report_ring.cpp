@@ -1,10 +1,10 @@
-#include "cli/report_ring.hpp"
+#include "src/cli/report_ring.hpp"
 
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 
-#include "cli/ring_bench.hpp"
+#include "src/cli/ring_bench.hpp"
 
 namespace seqattn::cli {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/measure.hpp"
+#include "src/cli/measure.hpp"
 
 namespace seqattn::cli {
 

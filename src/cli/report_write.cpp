@@ -11,12 +11,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/commands.hpp"
-#include "cli/npy.hpp"
-#include "cli/report.hpp"
-#include "cli/report_accuracy.hpp"
-#include "cli/scaling_math.hpp"
 #include "seqattn/error.hpp"
+#include "src/cli/commands.hpp"
+#include "src/cli/npy.hpp"
+#include "src/cli/report.hpp"
+#include "src/cli/report_accuracy.hpp"
+#include "src/cli/scaling_math.hpp"
 
 extern char** environ;
 

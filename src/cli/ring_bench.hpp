@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "cli/measure.hpp"
 #include "seqattn/options.hpp"
+#include "src/cli/measure.hpp"
 
 namespace seqattn::cli {
 

@@ -1,4 +1,4 @@
-#include "cli/scaling_math.hpp"
+#include "src/cli/scaling_math.hpp"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "cli/variant_flags.hpp"
+#include "src/cli/variant_flags.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>

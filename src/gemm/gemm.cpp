@@ -1,13 +1,13 @@
 // The GEMM dispatcher: argument validation, the split of C into one rectangle per thread, and
 // runtime dispatch to the best compiled Highway target's kernels (gemm_kernels-inl.h).
-#include "gemm/gemm.hpp"
+#include "src/gemm/gemm.hpp"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "gemm/gemm.cpp"
+#define HWY_TARGET_INCLUDE "src/gemm/gemm.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "gemm/gemm_kernels-inl.h"
+#include "src/gemm/gemm_kernels-inl.h"
 
 #if HWY_ONCE
 #include <omp.h>
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/threads.hpp"
-#include "runtime/validate.hpp"
+#include "src/runtime/threads.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn::detail {
 

@@ -18,8 +18,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "gemm/gemm.hpp"
-#include "gemm/gemm_blocking.hpp"
+#include "src/gemm/gemm.hpp"
+#include "src/gemm/gemm_blocking.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace seqattn::detail::HWY_NAMESPACE {

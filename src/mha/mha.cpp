@@ -3,11 +3,11 @@
 #include <string>
 #include <utility>
 
-#include "mha/mha_impl.hpp"
-#include "runtime/threads.hpp"
-#include "runtime/validate.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/mha.hpp"
+#include "src/mha/mha_impl.hpp"
+#include "src/runtime/threads.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn {
 namespace {

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "gemm/gemm.hpp"
-#include "mha/mha_impl.hpp"
-#include "runtime/threads.hpp"
-#include "runtime/validate.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/mha.hpp"
+#include "src/gemm/gemm.hpp"
+#include "src/mha/mha_impl.hpp"
+#include "src/runtime/threads.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn {
 namespace {

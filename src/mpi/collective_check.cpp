@@ -1,13 +1,13 @@
-#include "mpi/collective_check.hpp"
+#include "src/mpi/collective_check.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <vector>
 
-#include "mpi/kv_pack.hpp"
-#include "runtime/validate.hpp"
 #include "seqattn/error.hpp"
+#include "src/mpi/kv_pack.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn::mpi {
 namespace {

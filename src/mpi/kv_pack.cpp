@@ -1,4 +1,4 @@
-#include "mpi/kv_pack.hpp"
+#include "src/mpi/kv_pack.hpp"
 
 #include <climits>
 #include <cstring>

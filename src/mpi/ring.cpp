@@ -5,12 +5,12 @@
 #include <limits>
 #include <utility>
 
-#include "mpi/collective_check.hpp"
-#include "mpi/kv_pack.hpp"
-#include "mpi/ring_agreement.hpp"
-#include "mpi/ring_geometry.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/mpi/ring.hpp"
+#include "src/mpi/collective_check.hpp"
+#include "src/mpi/kv_pack.hpp"
+#include "src/mpi/ring_agreement.hpp"
+#include "src/mpi/ring_geometry.hpp"
 
 namespace seqattn::mpi {
 namespace {

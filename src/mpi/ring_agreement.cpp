@@ -1,14 +1,14 @@
-#include "mpi/ring_agreement.hpp"
+#include "src/mpi/ring_agreement.hpp"
 
 #include <bit>
 #include <string>
 #include <vector>
 
-#include "mpi/collective_check.hpp"
-#include "mpi/kv_pack.hpp"
-#include "runtime/validate.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/plan.hpp"
+#include "src/mpi/collective_check.hpp"
+#include "src/mpi/kv_pack.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn::mpi {
 namespace {

@@ -1,4 +1,4 @@
-#include "mpi/ring_geometry.hpp"
+#include "src/mpi/ring_geometry.hpp"
 
 #include <algorithm>
 

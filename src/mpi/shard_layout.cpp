@@ -2,10 +2,10 @@
 #include <algorithm>
 #include <string>
 
-#include "mpi/collective_check.hpp"
-#include "mpi/kv_pack.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/mpi/ring.hpp"
+#include "src/mpi/collective_check.hpp"
+#include "src/mpi/kv_pack.hpp"
 
 namespace seqattn::mpi {
 namespace {

@@ -1,4 +1,4 @@
-#include "runtime/checked_size.hpp"
+#include "src/runtime/checked_size.hpp"
 
 #include <sstream>
 

@@ -1,12 +1,12 @@
 // Validation and tables of the positional encodings (positional.hpp), and the public helpers
 // of seqattn/positional.hpp.
-#include "runtime/positional.hpp"
+#include "src/runtime/positional.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "runtime/validate.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn {
 namespace {

@@ -1,10 +1,10 @@
-#include "runtime/staging.hpp"
+#include "src/runtime/staging.hpp"
 
 #include <string>
 #include <type_traits>
 
-#include "runtime/element_types.hpp"
-#include "simd/widen_halves.hpp"
+#include "src/runtime/element_types.hpp"
+#include "src/simd/widen_halves.hpp"
 
 #include "seqattn/error.hpp"
 

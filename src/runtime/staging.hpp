@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/validate.hpp"
 #include "seqattn/plan.hpp"
 #include "seqattn/tensor.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn::detail {
 

@@ -1,10 +1,10 @@
-#include "runtime/threads.hpp"
+#include "src/runtime/threads.hpp"
 
 #include <omp.h>
 
 #include <algorithm>
 
-#include "runtime/validate.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn::detail {
 

@@ -1,7 +1,7 @@
-#include "runtime/validate.hpp"
+#include "src/runtime/validate.hpp"
 
-#include "runtime/positional.hpp"
-#include "runtime/threads.hpp"
+#include "src/runtime/positional.hpp"
+#include "src/runtime/threads.hpp"
 
 #include <omp.h>
 

@@ -8,11 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/checked_size.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/plan.hpp"
 #include "seqattn/tensor.hpp"
-#include "variants/attention_variant.hpp"
+#include "src/core/problem.hpp"
+#include "src/runtime/checked_size.hpp"
 
 namespace seqattn::detail {
 

@@ -1,5 +1,5 @@
 // Vectorised 2^x for the softmax on the Highway backend: the shared source
-// (exp2_shared-inl.h, which documents the accuracy) over FloatOps, plus the Highway-style
+// (exp2_body.inc, which documents the accuracy) over FloatOps, plus the Highway-style
 // entry taking a descriptor.
 
 // Per-target include guard, toggled by foreach_target.h.
@@ -18,7 +18,7 @@ HWY_BEFORE_NAMESPACE();
 namespace seqattn::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-#include "src/simd/exp2_shared-inl.h"  // IWYU pragma: keep
+#include "src/simd/exp2_body.inc"  // IWYU pragma: keep
 
 // 2^x for x <= 0 on full vectors of the target (DF is the target's ScalableTag<float>).
 template <class DF, class VF = hn::Vec<DF>>

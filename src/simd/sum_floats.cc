@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "simd/sum_floats.hpp"
+#include "src/simd/sum_floats.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace seqattn::detail::HWY_NAMESPACE {

@@ -8,8 +8,8 @@
 
 #include <cstdint>
 
-#include "simd/highway_ops-inl.h"
-#include "simd/widen_halves.hpp"
+#include "src/simd/highway_ops-inl.h"
+#include "src/simd/widen_halves.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace seqattn::detail::HWY_NAMESPACE {

@@ -68,11 +68,11 @@ void force_xsimd_arch_for_test(std::optional<XsimdArch> arch) {
 
 }  // namespace seqattn::simd
 
-namespace seqattn {
+namespace seqattn::simd {
 // Both backends run in this build: the flash kernel on xsimd, the other kernels (linear and
-// Linformer feature maps, GEMM) on Highway, so the record names both.
-std::string simd_target() {
-  return std::string("xsimd:") + simd::xsimd_arch_name(simd::current_xsimd_arch()) +
-         "+highway:" + simd::dispatched_target_name();
+// Linformer feature maps, GEMM) on Highway, so the name gives both.
+std::string backend_target_name() {
+  return std::string("xsimd:") + xsimd_arch_name(current_xsimd_arch()) +
+         "+highway:" + dispatched_target_name();
 }
-}  // namespace seqattn
+}  // namespace seqattn::simd

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/npy.hpp"
-#include "support/temp_dir_test.hpp"
+#include "src/cli/npy.hpp"
+#include "tests/support/temp_dir_test.hpp"
 
 namespace seqattn {
 

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/npy.hpp"
 #include "seqattn/half.hpp"
 #include "seqattn/policy.hpp"
-#include "support/sanitizers.hpp"
-#include "support/temp_dir_test.hpp"
+#include "src/cli/npy.hpp"
 #include "tests/cli/cli_fixture.hpp"
+#include "tests/support/sanitizers.hpp"
+#include "tests/support/temp_dir_test.hpp"
 
 namespace seqattn {
 namespace {

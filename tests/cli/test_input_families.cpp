@@ -7,8 +7,8 @@
 #include <numeric>
 #include <vector>
 
-#include "cli/input_families.hpp"
 #include "seqattn/error.hpp"
+#include "src/cli/input_families.hpp"
 
 namespace seqattn::cli {
 namespace {

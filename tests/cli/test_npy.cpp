@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/npy.hpp"
-#include "cli/scaling_math.hpp"
 #include "seqattn/error.hpp"
-#include "support/temp_dir_test.hpp"
+#include "src/cli/npy.hpp"
+#include "src/cli/scaling_math.hpp"
+#include "tests/support/temp_dir_test.hpp"
 
 namespace seqattn {
 namespace {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "reference.hpp"
 #include "seqattn/attention.hpp"
-#include "support/test_tensors.hpp"
+#include "tests/reference/reference.hpp"
+#include "tests/support/test_tensors.hpp"
 
 namespace seqattn::testing {
 

@@ -50,7 +50,7 @@ void TestExp2Accuracy() {
     hn::StoreU(seqattn::simd::HWY_NAMESPACE::Exp2NonPositive(df, hn::LoadU(df, in.data())), df,
                out.data());
     for (size_t n = 0; n < lanes; ++n) {
-      // Below -126 the result is exactly 0 (never a denormal, see exp2_shared-inl.h).
+      // Below -126 the result is exactly 0 (never a denormal, see exp2_body.inc).
       if (in[n] < -126.0f) {
         EXPECT_EQ(out[n], 0.0f) << in[n];
         continue;

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "src/kernel/flash_attention_xsimd.hpp"
 #include "src/simd/xsimd_dispatch.hpp"
 #include "tests/dense/flash_kernel_cases.hpp"
-#include "variants/dense/flash_attention_xsimd.hpp"
 
 namespace flash_test {
 namespace {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "fuzz_tensors.hpp"
-#include "reference/reference.hpp"
 #include "seqattn/seqattn.hpp"
+#include "tests/reference/reference.hpp"
 
 namespace seqattn::fuzz {
 

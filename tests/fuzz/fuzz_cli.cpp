@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/app.hpp"
-#include "cli/npy.hpp"
+#include "src/cli/app.hpp"
+#include "src/cli/npy.hpp"
 
 namespace fs = std::filesystem;
 

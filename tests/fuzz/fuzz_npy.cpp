@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "cli/npy.hpp"
 #include "seqattn/error.hpp"
+#include "src/cli/npy.hpp"
 
 namespace {
 

@@ -10,10 +10,10 @@
 #include <variant>
 #include <vector>
 
-#include "reference.hpp"
 #include "seqattn/attention.hpp"
 #include "seqattn/options.hpp"
 #include "seqattn/tensor.hpp"
+#include "tests/reference/reference.hpp"
 
 namespace seqattn::testing {
 

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "gemm/gemm.hpp"
-#include "reference.hpp"
 #include "seqattn/error.hpp"
+#include "src/gemm/gemm.hpp"
+#include "tests/reference/reference.hpp"
 
 namespace seqattn {
 namespace {

@@ -13,8 +13,8 @@
 
 #include "mha_layer_reference.hpp"
 #include "mha_test_support.hpp"
-#include "reference.hpp"
 #include "seqattn/mha.hpp"
+#include "tests/reference/reference.hpp"
 
 namespace seqattn::testing {
 namespace {

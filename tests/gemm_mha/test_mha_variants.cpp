@@ -10,9 +10,9 @@
 
 #include "mha_layer_reference.hpp"
 #include "mha_test_support.hpp"
-#include "reference.hpp"
 #include "seqattn/error.hpp"
 #include "seqattn/mha.hpp"
+#include "tests/reference/reference.hpp"
 
 namespace seqattn::testing {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "seqattn/half.hpp"
-#include "support/test_tensors.hpp"
+#include "tests/support/test_tensors.hpp"
 
 namespace seqattn::testing {
 

@@ -12,8 +12,8 @@
 #include <string>
 
 #include "half_support.hpp"
-#include "reference.hpp"
 #include "seqattn/seqattn.hpp"
+#include "tests/reference/reference.hpp"
 #include "tests/variants/target_loop.hpp"
 
 namespace seqattn {

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "half_support.hpp"
-#include "simd/widen_halves.hpp"
+#include "src/simd/widen_halves.hpp"
 #include "tests/kv_cache/kv_cache_support.hpp"
 #include "tests/variants/target_loop.hpp"
 

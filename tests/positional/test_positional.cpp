@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "reference/reference.hpp"
 #include "seqattn/seqattn.hpp"
-#include "support/test_tensors.hpp"
 #include "tests/kv_cache/kv_cache_support.hpp"
 #include "tests/positional/rope_options.hpp"
+#include "tests/reference/reference.hpp"
+#include "tests/support/test_tensors.hpp"
 #include "tests/variants/target_loop.hpp"
 
 namespace seqattn::testing {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "seqattn/seqattn.hpp"
-#include "support/test_tensors.hpp"
+#include "tests/support/test_tensors.hpp"
 
 namespace seqattn {
 namespace {

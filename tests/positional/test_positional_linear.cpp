@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "reference/reference.hpp"
 #include "seqattn/seqattn.hpp"
-#include "support/test_tensors.hpp"
 #include "tests/positional/rope_options.hpp"
+#include "tests/reference/reference.hpp"
+#include "tests/support/test_tensors.hpp"
 #include "tests/variants/linear_test_cases.hpp"
 #include "tests/variants/target_loop.hpp"
 

@@ -17,8 +17,8 @@
 #include <variant>
 #include <vector>
 
-#include "reference/reference.hpp"
 #include "seqattn/seqattn.hpp"
+#include "tests/reference/reference.hpp"
 
 namespace seqattn::reliability {
 

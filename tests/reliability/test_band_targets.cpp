@@ -1,5 +1,5 @@
 // The segmented sliding-window band (FlashForwardBanded in
-// variants/dense/flash_driver_shared-inl.h) on every compiled Highway target, not only the
+// src/kernel/flash_driver_body.inc) on every compiled Highway target, not only the
 // best one (tests/test_sliding_window_long.cpp runs it on the dispatched target only).
 //
 // What triggers it: FlashForward takes the banded path when the pattern is a band and one
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "reliability_support.hpp"
-#include "support/sanitizers.hpp"
+#include "tests/support/sanitizers.hpp"
 
 namespace seqattn::reliability {
 namespace {
@@ -34,7 +34,7 @@ namespace {
 using seqattn::testing::kAddressSanitizer;
 
 constexpr std::int64_t kSk = 1100, kDim = 256;
-constexpr std::int64_t kPackedBudgetFloats = std::int64_t{1} << 19;  // flash_driver_shared-inl.h
+constexpr std::int64_t kPackedBudgetFloats = std::int64_t{1} << 19;  // flash_driver_body.inc
 static_assert(kSk * (kDim + kDim) > kPackedBudgetFloats, "the band must exceed the budget");
 
 struct BandCase {

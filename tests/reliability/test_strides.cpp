@@ -4,7 +4,7 @@
 // stride 1) would put NaN into the output; the gaps of out hold a sentinel that must survive.
 //
 // The branches these views reach (read in the code):
-//  - flash kernel (dense, sliding window, Linformer's dense step), flash_driver_shared-inl.h:
+//  - flash kernel (dense, sliding window, Linformer's dense step), flash_driver_body.inc:
 //    PackKeyValueTile's `k_step != 1` / `v_step != 1` loops, load_queries' and store_rows'
 //    `step != 1` loops — in FlashForward and, for long bands, FlashForwardBanded;
 //  - dense_rows.cpp (weights requested): its strided dot / accumulate loops;

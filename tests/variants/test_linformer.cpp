@@ -6,10 +6,10 @@
 #include <sstream>
 #include <vector>
 
-#include "reference/reference.hpp"
 #include "seqattn/seqattn.hpp"
-#include "support/test_tensors.hpp"
 #include "target_loop.hpp"
+#include "tests/reference/reference.hpp"
+#include "tests/support/test_tensors.hpp"
 
 namespace seqattn::testing {
 namespace {

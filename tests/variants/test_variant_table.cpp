@@ -5,10 +5,10 @@
 
 #include <string>
 
-#include "reference/reference.hpp"
 #include "seqattn/seqattn.hpp"
-#include "support/test_tensors.hpp"
 #include "target_loop.hpp"
+#include "tests/reference/reference.hpp"
+#include "tests/support/test_tensors.hpp"
 
 namespace seqattn::testing {
 namespace {

@@ -2,10 +2,9 @@
 #include <cmath>
 #include <limits>
 
-#include "variants/dense/dense_rows.hpp"
-#include "variants/dense/flash_attention.hpp"
+#include "src/kernel/flash_attention.hpp"
+#include "src/kernel/softmax_attention_cost.hpp"
 #include "variants/registry.hpp"
-#include "variants/softmax_attention_cost.hpp"
 
 namespace seqattn::detail {
 namespace {
@@ -30,13 +29,6 @@ class DenseVariant final : public AttentionVariant {
 };
 
 }  // namespace
-
-// The weights come from a second pass over the scores, after the kernel has computed out and
-// lse exactly as it does without them (asking for weights changes neither, bit for bit).
-void softmax_forward(const Problem& p, const KeyPattern& pattern) {
-  flash_forward(p, pattern);  // never reads or writes p.weights
-  if (p.weights) dense_weights_forward(p, pattern);
-}
 
 const AttentionVariant& dense_variant() {
   static const DenseVariant instance;

@@ -18,14 +18,14 @@
 #include <variant>
 #include <vector>
 
-#include "runtime/checked_size.hpp"
-#include "runtime/positional.hpp"
-#include "runtime/validate.hpp"
-#include "variants/dense/flash_attention.hpp"
+#include "src/kernel/flash_attention.hpp"
+#include "src/kernel/softmax_attention_cost.hpp"
+#include "src/runtime/checked_size.hpp"
+#include "src/runtime/positional.hpp"
+#include "src/runtime/validate.hpp"
 #include "variants/hierarchical/coarse_tokens.hpp"
 #include "variants/hierarchical/hierarchy.hpp"
 #include "variants/registry.hpp"
-#include "variants/softmax_attention_cost.hpp"
 
 namespace seqattn::detail {
 namespace {

@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "variants/dense/key_pattern.hpp"
+#include "src/kernel/key_pattern.hpp"
 
 namespace seqattn::detail {
 

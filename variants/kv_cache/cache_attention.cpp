@@ -11,17 +11,17 @@
 #include <array>
 #include <utility>
 
+#include "src/kernel/flash_kernel_deps.hpp"
 #include "src/runtime/element_types.hpp"
 #include "src/simd/exp2-inl.h"
 #include "src/simd/highway_ops-inl.h"
-#include "variants/dense/flash_kernel_deps.hpp"
 #include "variants/kv_cache/cache_attention.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace seqattn::detail::HWY_NAMESPACE {
 using simd::HWY_NAMESPACE::Exp2NonPositive;
-#include "variants/dense/flash_tiles_shared-inl.h"  // IWYU pragma: keep
-#include "variants/kv_cache/cache_worker-inl.h"     // IWYU pragma: keep
+#include "src/kernel/flash_tiles_body.inc"       // IWYU pragma: keep
+#include "variants/kv_cache/cache_worker-inl.h"  // IWYU pragma: keep
 
 // Combines the chunks of one row tile in chunk order (fixed, so bitwise reproducible):
 // O = Σ_c O_c·2^(m_c - M), l = Σ_c l_c·2^(m_c - M), M = max_c m_c.

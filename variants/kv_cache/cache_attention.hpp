@@ -8,8 +8,8 @@
 #include <optional>
 #include <vector>
 
-#include "runtime/positional.hpp"
 #include "seqattn/tensor.hpp"
+#include "src/runtime/positional.hpp"
 #include "variants/kv_cache/packed_kv.hpp"
 
 namespace seqattn::detail {

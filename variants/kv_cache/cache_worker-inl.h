@@ -1,6 +1,6 @@
 // One work item of attention over a KV cache: up to row_tile query rows of one (batch, kv
 // head) against the keys of one chunk, read in place from the cache's blocks through the
-// flash kernel's micro-kernels (flash_tiles_shared-inl.h). Rows are cut into blocks of the
+// flash kernel's micro-kernels (flash_tiles_body.inc). Rows are cut into blocks of the
 // target's `rows` (6 on AVX-512/AVX2) and one exact remainder block (1 to rows - 1 rows,
 // each count its own instantiation), so 4 rows (one token, 4 query heads per kv head) run as a
 // 4-row micro-tile instead of being padded to 6.
@@ -10,7 +10,7 @@
 // cache is read at 2 bytes an element.
 //
 // No include guard and no namespace: cache_attention.cpp includes this inside its per-target
-// namespace, after flash_tiles_shared-inl.h.
+// namespace, after flash_tiles_body.inc.
 
 template <class Ops, class Elem>
 class CacheWorker {

@@ -10,9 +10,9 @@
 #include <mutex>
 #include <string>
 
-#include "runtime/positional.hpp"
-#include "runtime/validate.hpp"
 #include "seqattn/attention.hpp"
+#include "src/runtime/positional.hpp"
+#include "src/runtime/validate.hpp"
 #include "variants/linear/linear_tiles.hpp"
 
 namespace seqattn::detail {

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "runtime/positional.hpp"
+#include "src/runtime/positional.hpp"
 #include "variants/linear/linear_simd.hpp"
 
 HWY_BEFORE_NAMESPACE();

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/threads.hpp"
-#include "runtime/validate.hpp"
+#include "src/runtime/threads.hpp"
+#include "src/runtime/validate.hpp"
 #include "variants/linear/linear_core.hpp"
 
 namespace seqattn {

@@ -6,8 +6,8 @@
 #include <variant>
 #include <vector>
 
-#include "runtime/positional.hpp"
-#include "runtime/validate.hpp"
+#include "src/runtime/positional.hpp"
+#include "src/runtime/validate.hpp"
 #include "variants/linear/linear_core.hpp"
 #include "variants/registry.hpp"
 

@@ -10,10 +10,10 @@
 #include <variant>
 #include <vector>
 
-#include "gemm/gemm.hpp"
-#include "runtime/positional.hpp"
-#include "runtime/validate.hpp"
 #include "seqattn/attention.hpp"
+#include "src/gemm/gemm.hpp"
+#include "src/runtime/positional.hpp"
+#include "src/runtime/validate.hpp"
 #include "variants/registry.hpp"
 
 namespace seqattn::detail {

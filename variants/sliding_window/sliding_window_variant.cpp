@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/validate.hpp"
-#include "variants/dense/flash_attention.hpp"
-#include "variants/dense/key_pattern.hpp"
+#include "src/kernel/flash_attention.hpp"
+#include "src/kernel/key_pattern.hpp"
+#include "src/kernel/softmax_attention_cost.hpp"
+#include "src/runtime/validate.hpp"
 #include "variants/registry.hpp"
-#include "variants/softmax_attention_cost.hpp"
 
 namespace seqattn::detail {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <cstddef>
 
-#include "variants/attention_variant.hpp"
-#include "variants/dense/key_pattern.hpp"
+#include "src/core/problem.hpp"
+#include "src/kernel/key_pattern.hpp"
 
 namespace seqattn::detail {
 

@@ -1,11 +1,11 @@
-#include "variants/dense/dense_rows.hpp"
+#include "src/kernel/weight_rows.hpp"
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "runtime/positional.hpp"
-#include "variants/element_mask.hpp"
+#include "src/kernel/element_mask.hpp"
+#include "src/runtime/positional.hpp"
 
 namespace seqattn::detail {
 namespace {
@@ -55,7 +55,7 @@ void weights_row(const Problem& p, const ElementMask& mask, const KeyPattern& pa
 
 }  // namespace
 
-void dense_weights_forward(const Problem& given, const KeyPattern& pattern) {
+void weights_forward(const Problem& given, const KeyPattern& pattern) {
   // Every row reads every key: rotate q and k once instead of per pair.
   std::vector<float> q_store, k_store;
   const Problem p = with_rotated_inputs(given, q_store, k_store);

@@ -2,7 +2,7 @@
 // shared by dense and sliding window, which differ only in how many pairs they visit.
 #pragma once
 
-#include "variants/attention_variant.hpp"
+#include "src/core/problem.hpp"
 
 namespace seqattn::detail {
 

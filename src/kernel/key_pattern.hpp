@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "variants/attention_variant.hpp"
+#include "src/core/problem.hpp"
 
 namespace seqattn::detail {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "variants/attention_variant.hpp"
+#include "src/core/problem.hpp"
 
 namespace seqattn::detail {
 

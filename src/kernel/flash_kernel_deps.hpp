@@ -1,4 +1,4 @@
-// What the shared flash kernel bodies (flash_tiles_shared-inl.h, flash_driver_shared-inl.h)
+// What the shared flash kernel bodies (flash_tiles_body.inc, flash_driver_body.inc)
 // need, included by each backend shell before it opens its per-target namespace, so that no
 // standard or project header is compiled inside a target region.
 #pragma once
@@ -15,8 +15,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "runtime/positional.hpp"
 #include "seqattn/half.hpp"
-#include "variants/attention_variant.hpp"
-#include "variants/dense/key_pattern.hpp"
-#include "variants/dense/tile_visibility.hpp"
+#include "src/core/problem.hpp"
+#include "src/kernel/key_pattern.hpp"
+#include "src/kernel/tile_visibility.hpp"
+#include "src/runtime/positional.hpp"

@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <limits>
 
-#include "variants/attention_variant.hpp"
-#include "variants/dense/key_pattern.hpp"
-#include "variants/element_mask.hpp"
+#include "src/core/problem.hpp"
+#include "src/kernel/element_mask.hpp"
+#include "src/kernel/key_pattern.hpp"
 
 namespace seqattn::detail {
 

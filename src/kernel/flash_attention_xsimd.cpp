@@ -1,8 +1,8 @@
 // Runtime dispatch of the xsimd flash kernel (baseline ISA; the per-arch kernels live in
 // flash_attention_xsimd_<arch>.cpp).
-#include "variants/dense/flash_attention_xsimd.hpp"
+#include "src/kernel/flash_attention_xsimd.hpp"
+#include "src/kernel/flash_attention.hpp"
 #include "src/simd/xsimd_dispatch.hpp"
-#include "variants/dense/flash_attention.hpp"
 
 namespace seqattn::detail {
 

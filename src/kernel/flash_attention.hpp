@@ -1,13 +1,13 @@
 // Entry of the flash-style SIMD kernel (runtime-dispatched over every compiled Highway target).
 #pragma once
 
-#include "variants/attention_variant.hpp"
-#include "variants/dense/key_pattern.hpp"
+#include "src/core/problem.hpp"
+#include "src/kernel/key_pattern.hpp"
 
 namespace seqattn::detail {
 
 // out (and lse when asked) for every (b, h, i) under the mask combined with `pattern`.
-// Does not write attention weights (see dense_weights_forward for that).
+// Does not write attention weights (see weights_forward for that).
 void flash_forward(const Problem& p, const KeyPattern& pattern);
 
 // The softmax variants' run: the flash kernel, then, when weights are asked for, a row pass

@@ -1,18 +1,18 @@
 // Compiles the flash kernel (the shared source, over the Highway ops) for every Highway
 // target and dispatches to the best one at run time.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "variants/dense/flash_attention.cpp"
+#define HWY_TARGET_INCLUDE "src/kernel/flash_attention.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "src/kernel/flash_kernel_deps.hpp"
 #include "src/simd/exp2-inl.h"
 #include "src/simd/highway_ops-inl.h"
-#include "variants/dense/flash_kernel_deps.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace seqattn::detail::HWY_NAMESPACE {
 using simd::HWY_NAMESPACE::Exp2NonPositive;
-#include "variants/dense/flash_driver_shared-inl.h"  // IWYU pragma: keep
+#include "src/kernel/flash_driver_body.inc"  // IWYU pragma: keep
 
 void FlashForwardOnTarget(const Problem& p, const KeyPattern& pattern) {
   FlashForward<simd::HWY_NAMESPACE::FloatOps>(p, pattern);
@@ -21,7 +21,7 @@ void FlashForwardOnTarget(const Problem& p, const KeyPattern& pattern) {
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include "variants/dense/flash_attention.hpp"
+#include "src/kernel/flash_attention.hpp"
 
 namespace seqattn::detail {
 

@@ -3,13 +3,13 @@
 // without weights, so asking for weights changes neither, bit for bit.
 #pragma once
 
-#include "variants/attention_variant.hpp"
-#include "variants/dense/key_pattern.hpp"
+#include "src/core/problem.hpp"
+#include "src/kernel/key_pattern.hpp"
 
 namespace seqattn::detail {
 
 // Writes p.weights (which must be set) for the pairs `pattern` allows (KeyPattern::dense() for
 // all); everything else in p is left alone.
-void dense_weights_forward(const Problem& p, const KeyPattern& pattern);
+void weights_forward(const Problem& p, const KeyPattern& pattern);
 
 }  // namespace seqattn::detail

@@ -1,0 +1,50 @@
+// The validated problem and its cost: the vocabulary shared by the runtime (which builds a
+// Problem), the tile kernel (which computes one) and the variants (which run one). Below all
+// three, so none of them reaches up or sideways for it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "seqattn/options.hpp"
+#include "seqattn/tensor.hpp"
+
+namespace seqattn::detail {
+
+struct PositionalTables;  // runtime/positional.hpp
+
+// A fully validated problem. Shapes are consistent, out overlaps no input, key lengths are
+// within [0, S_k], mask/bias broadcast correctly. Variants may rely on all of it.
+struct Problem {
+  ConstTensor q, k, v;
+  Tensor out;
+  const Mask* mask = nullptr;  // never null
+  float scale = 1.0f;          // the caller's, or the default 1/√D
+  bool scale_given = false;    // the caller set AttentionOptions::scale (linear's maps differ)
+  std::optional<Tensor> weights;
+  std::optional<Tensor> lse;
+  int threads = 1;
+  // RoPE tables and ALiBi slopes (validated, built once per plan); null without either.
+  std::shared_ptr<const PositionalTables> positional;
+
+  std::int64_t batch() const { return q.shape[0]; }
+  std::int64_t heads_q() const { return q.shape[1]; }
+  std::int64_t heads_kv() const { return k.shape[1]; }
+  std::int64_t seq_q() const { return q.shape[2]; }
+  std::int64_t seq_k() const { return k.shape[2]; }
+  std::int64_t dim() const { return q.shape[3]; }
+  std::int64_t dim_v() const { return v.shape[3]; }
+  std::int64_t group() const { return heads_q() / heads_kv(); }  // query heads per kv head
+  // Number of visible keys for batch b from the padding mask alone.
+  std::int64_t key_length(std::int64_t b) const {
+    return mask->key_lengths.empty() ? seq_k() : mask->key_lengths[static_cast<size_t>(b)];
+  }
+};
+
+struct Cost {
+  double flops = 0;
+  double bytes = 0;
+};
+
+}  // namespace seqattn::detail

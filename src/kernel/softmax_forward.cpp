@@ -1,0 +1,15 @@
+// The softmax variants' run over the tile kernel: out and lse from the flash kernel, then the
+// weights from the row path when they are asked for.
+#include "src/kernel/flash_attention.hpp"
+#include "src/kernel/weight_rows.hpp"
+
+namespace seqattn::detail {
+
+// The weights come from a second pass over the scores, after the kernel has computed out and
+// lse exactly as it does without them (asking for weights changes neither, bit for bit).
+void softmax_forward(const Problem& p, const KeyPattern& pattern) {
+  flash_forward(p, pattern);  // never reads or writes p.weights
+  if (p.weights) weights_forward(p, pattern);
+}
+
+}  // namespace seqattn::detail
