@@ -30,8 +30,10 @@ using VariantSpec = std::variant<
 #include "seqattn/variant_list.inc"
     AutoSpec>;
 Variant variant_of(const VariantSpec& spec);
-// The same spec as a VariantSpec (the alternatives share their order).
+// The same spec as a VariantSpec (the alternatives share their order), and back: nothing for
+// an AutoSpec (select_variant resolves it).
 VariantSpec as_variant_spec(const ConcreteSpec& spec);
+std::optional<ConcreteSpec> as_concrete_spec(const VariantSpec& spec);
 
 // Which keys each query may see. All parts combine: a key is visible when every part allows it.
 struct Mask {

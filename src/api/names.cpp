@@ -80,6 +80,18 @@ VariantSpec as_variant_spec(const ConcreteSpec& spec) {
   return std::visit([](const auto& s) { return VariantSpec(s); }, spec);
 }
 
+std::optional<ConcreteSpec> as_concrete_spec(const VariantSpec& spec) {
+  return std::visit(
+      [](const auto& s) -> std::optional<ConcreteSpec> {
+        if constexpr (std::is_same_v<std::decay_t<decltype(s)>, AutoSpec>) {
+          return std::nullopt;
+        } else {
+          return ConcreteSpec(s);
+        }
+      },
+      spec);
+}
+
 }  // namespace seqattn
 
 // The enum, ConcreteSpec and VariantSpec are expanded from the same rows, in the same order.

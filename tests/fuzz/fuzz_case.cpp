@@ -246,7 +246,7 @@ std::optional<Expected> Case::reference(std::int64_t cached_len) const {
   }
   // The call's extents are its views' (the decoder may perturb a view's extents away from the
   // case's, consistently across q, k and v, and the call is then valid for those).
-  const std::int64_t dim_q = q->shape()[3], len_k = k->shape()[2];
+  const std::int64_t dim_q = q->shape()[3];
   for (const auto* t : {&q, &k, &v}) {
     for (const std::int64_t e : (*t)->shape()) {
       if (e <= 0 || e > 4096) return std::nullopt;  // nothing to compare, or a wild extent
@@ -280,29 +280,19 @@ std::optional<Expected> Case::reference(std::int64_t cached_len) const {
   const Mask& m = options.mask;
   reference::Positional pos = reference_positional(options, q->shape()[1]);
   if (rotated) pos.rope.reset();
-  if (std::holds_alternative<DenseSpec>(options.variant))
-    return Expected{reference::dense(qv, kv, vv, m, scale, {}, pos)};
-  if (const auto* w = std::get_if<SlidingWindowSpec>(&options.variant)) {
-    return Expected{reference::sliding_window(qv, kv, vv, *w, m, scale, pos)};
-  }
-  if (const auto* l = std::get_if<LinearSpec>(&options.variant)) {
-    const std::int64_t features = l->num_features > 0 ? l->num_features : dim_q;
-    const std::vector<float> w = l->feature_map == FeatureMap::kFavor
-                                     ? favor_random_matrix(features, dim_q, l->seed)
-                                     : std::vector<float>{};
-    return Expected{reference::linear(qv, kv, vv, l->feature_map, w, features, l->epsilon, m,
-                                      options.scale, options.rope)};
-  }
   if (const auto* h = std::get_if<HierarchicalSpec>(&options.variant)) {
     if (h->block < 2 || h->block % 2 != 0) return std::nullopt;  // refused: nothing to compare
-    return Expected{reference::hierarchical(qv, kv, vv, *h, m, scale, options.rope)};
   }
-  const auto& l = std::get<LinformerSpec>(options.variant);
-  const std::vector<float> e = linformer_random_projection(l.proj_len, len_k, l.seed);
-  const std::vector<float> f = linformer_random_projection(l.proj_len, len_k, l.seed + 1);
-  const MatrixView<const float> ev{e.data(), l.proj_len, len_k, len_k},
-      fv{f.data(), l.proj_len, len_k, len_k};
-  return Expected{reference::linformer(qv, kv, vv, ev, fv, m, scale, options.rope)};
+  // Every row of the variant table through its reference (tests/reference/reference_variant.cpp);
+  // linear attention keeps its own default scale when none is given.
+  const std::optional<ConcreteSpec> spec = as_concrete_spec(options.variant);
+  if (!spec) return std::nullopt;
+  std::optional<double> reference_scale = scale;
+  if (std::holds_alternative<LinearSpec>(*spec)) {
+    reference_scale.reset();
+    if (options.scale) reference_scale = *options.scale;
+  }
+  return Expected{reference::variant(qv, kv, vv, *spec, m, reference_scale, pos)};
 }
 
 namespace {

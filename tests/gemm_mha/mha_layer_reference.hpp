@@ -80,21 +80,13 @@ inline std::vector<float> to_float(const std::vector<double>& x) {
 inline reference::Result attention_reference(const VariantSpec& spec, const ConstTensor& q,
                                              const ConstTensor& k, const ConstTensor& v,
                                              const Mask& mask, double scale) {
-  if (std::holds_alternative<AutoSpec>(spec)) {
+  const std::optional<ConcreteSpec> concrete = as_concrete_spec(spec);
+  if (!concrete) {
     throw std::logic_error("attention_reference: resolve auto to the variant it picks first");
   }
-  const ConcreteSpec concrete = std::visit(
-      [](const auto& s) -> ConcreteSpec {
-        if constexpr (std::is_same_v<std::decay_t<decltype(s)>, AutoSpec>) {
-          return DenseSpec{};  // unreachable: refused above
-        } else {
-          return s;
-        }
-      },
-      spec);
   // The layer sets no scale: linear takes its feature map's default, softmax variants 1/√D.
-  const bool linear = std::holds_alternative<LinearSpec>(concrete);
-  return reference::variant(q, k, v, concrete, mask,
+  const bool linear = std::holds_alternative<LinearSpec>(*concrete);
+  return reference::variant(q, k, v, *concrete, mask,
                             linear ? std::nullopt : std::optional<double>(scale));
 }
 
