@@ -83,6 +83,22 @@ std::string number_text(float value) {
 
 }  // namespace detail
 
+std::string_view to_string(ParameterKind kind) {
+  switch (kind) {
+    case ParameterKind::kInteger:
+      return "integer";
+    case ParameterKind::kUnsigned:
+      return "unsigned";
+    case ParameterKind::kIntegers:
+      return "integers";
+    case ParameterKind::kNumber:
+      return "number";
+    case ParameterKind::kName:
+      return "name";
+  }
+  return "integer";
+}
+
 std::vector<ParameterInfo> parameters_of(Variant variant) {
   if (variant == Variant::kAuto) return {};
   return detail::row_of(variant).parameters;

@@ -17,9 +17,16 @@ namespace seqattn {
 // comma-separated ("0,1"), names as they are ("favor"). A JSON profile stores the same text.
 using VariantParams = std::map<std::string, std::string, std::less<>>;
 
+// How a parameter's text reads, for front ends that take typed values (the Python package
+// converts and checks its keyword arguments by it): a decimal int64, a decimal uint64, a
+// comma-separated list of int64, a float, or a name.
+enum class ParameterKind { kInteger, kUnsigned, kIntegers, kNumber, kName };
+std::string_view to_string(ParameterKind kind);  // "integer", "unsigned", "integers", ...
+
 struct ParameterInfo {
   std::string name;  // e.g. "window_right"; the CLI flag is --window-right
   std::string help;  // one line, e.g. "keys on the right (0 = causal)"
+  ParameterKind kind = ParameterKind::kInteger;
 };
 
 // The parameters `variant` takes, in the order they apply (kAuto: none).

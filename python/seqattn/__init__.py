@@ -1,4 +1,4 @@
-"""seqattn: fast CPU attention (dense flash-style, sliding window, linear, Linformer).
+"""seqattn: fast CPU attention (dense flash-style, sliding window, linear, Linformer, hierarchical).
 
 Every function takes numpy arrays or torch tensors (float32, float16; bfloat16 tensors) with
 any strides, reads them in place, and returns the kind it was given. The GIL is released while
@@ -9,13 +9,13 @@ carrying seqattn's message: the argument, what was expected and what was given.
 from . import _seqattn
 from ._arrays import as_4d, check_kind, check_no_grad, empty, from_rank4, integer, scores_4d
 from ._mha import MultiHeadAttention
-from ._options import make_options
+from ._options import make_options, parameters_doc, variant_parameters
 from ._plan import KvCache, Plan, plan
 from ._sdpa import scaled_dot_product_attention
 
 __version__ = "0.1.0"
 __all__ = ["attention", "scaled_dot_product_attention", "MultiHeadAttention", "plan", "Plan",
-           "KvCache", "select", "simd_target", "RunRecord"]
+           "KvCache", "select", "simd_target", "RunRecord", "variant_parameters"]
 
 RunRecord = _seqattn.RunRecord
 
@@ -36,21 +36,19 @@ def select(seq, profile=None):
 
 
 def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=None, bias=None,
-              scale=None, window=None, window_right=None, global_tokens=None, feature_map=None,
-              features=None, proj_len=None, seed=0, return_lse=False, return_weights=False,
-              threads=0, layout="bhsd", out=None, return_record=False, profile=None,
-              max_error=None, rope=None, alibi=None, block=None, levels=None):
+              scale=None, return_lse=False, return_weights=False, threads=0, layout="bhsd",
+              out=None, return_record=False, profile=None, max_error=None, rope=None, alibi=None,
+              **params):
     """out = softmax(q kᵀ·scale + mask) v over the chosen variant.
 
     q [B, H_q, S_q, D], k [B, H_kv, S_k, D], v [B, H_kv, S_k, D_v] with layout="bhsd"
     (PyTorch's), or [B, S, H, D] with layout="bshd"; [B, S, D] and [S, D] mean one head (one
     sequence). H_q must be a multiple of H_kv (grouped-query attention).
 
-    variant: "dense", "sliding-window" (window = left reach, window_right = right reach,
-    default window; global_tokens), "linear" (feature_map "elu1" | "relu" | "favor",
-    features = FAVOR+ m, seed), "linformer" (proj_len, seed), "hierarchical" (block = b,
-    default 64; levels, default 0 = as many as S needs; self-attention only) or "auto" (the
-    policy, or `profile`). causal: key j visible to query i iff j <= i + S_k - S_q (aligned at the end).
+    variant: a name from the library's variant table (listed with its parameters below) or
+    "auto" (the policy, or `profile`, which then chooses the parameters too). **params: the chosen variant's parameters, e.g.
+    window=256, proj_len=128, block=64 (None = the variant's default); one the variant does not
+    take is a ValueError naming it. causal: key j visible to query i iff j <= i + S_k - S_q (aligned at the end).
     key_lengths: per-batch number of valid keys. mask: boolean, True = visible, broadcastable
     to the scores [B, H_q, S_q, S_k]; bias: float32 added to the scaled scores (dense).
     scale: default 1/sqrt(D) (linear elu1/relu: none, see the C++ LinearSpec). max_error:
@@ -87,9 +85,8 @@ def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=
             raise ValueError(f"out: expected {rank} axes like q, got shape {tuple(out.shape)}")
     lse = empty(q, (b, h_q, s_q), float32=True) if return_lse else None
     weights = empty(q, (b, h_q, s_q, s_k), float32=True) if return_weights else None
-    opts = make_options(variant, causal, key_lengths, scale, window, window_right,
-                        global_tokens, feature_map, features, proj_len, seed, threads, profile,
-                        max_error, rope, alibi, block, levels)
+    opts = make_options(variant, causal, key_lengths, scale, threads, profile, max_error, rope,
+                        alibi, **params)
     record = _seqattn.attend(
         q4, k4, v4, result if out is None else as_4d("out", out, layout), opts,
         mask=None if mask is None else scores_4d("mask", mask, rank),
@@ -105,3 +102,6 @@ def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=
     if out is None:
         result = from_rank4(result, rank, layout)
     return tuple([result] + extra) if extra else result
+
+
+attention.__doc__ += "\n    " + parameters_doc().replace("\n", "\n    ") + "\n"

@@ -1,35 +1,92 @@
-"""Keyword arguments → the compiled Options (shared by attention, plan and MultiHeadAttention)."""
+"""Keyword arguments → the compiled Options (shared by attention, plan and MultiHeadAttention).
+
+The variant parameters (window, proj_len, block, ...) are not listed here: they come from the
+library's variant table (`variant_parameters()`), which also drives the CLI's flags, so a
+variant added to the table takes its keywords in Python with no change to this package."""
 
 from . import _seqattn
 from ._arrays import integer, lengths
 
 _I64 = (-2**63, 2**63 - 1)
+_U64 = (0, 2**64 - 1)
+_TABLE = None
 
 
-def _optional(name, x):
-    return None if x is None else integer(name, x, *_I64)
+def variant_parameters():
+    """{variant: {parameter: (kind, help)}} from the compiled variant table, in its order.
+
+    kind: "integer", "unsigned", "integers" (a sequence), "number" or "name"."""
+    global _TABLE
+    if _TABLE is None:
+        _TABLE = {variant: {name: (kind, text) for name, kind, text in parameters}
+                  for variant, parameters in _seqattn.variant_parameters()}
+    return _TABLE
 
 
-def make_options(variant="dense", causal=False, key_lengths=None, scale=None, window=None,
-                 window_right=None, global_tokens=None, feature_map=None, features=None,
-                 proj_len=None, seed=0, threads=0, profile=None, max_error=None, rope=None,
-                 alibi=None, block=None, levels=None):
+def _kinds():
+    kinds = {}
+    for parameters in variant_parameters().values():
+        for name, (kind, _) in parameters.items():
+            kinds.setdefault(name, kind)
+    return kinds
+
+
+def _text(name, kind, value):
+    """A keyword's value as the parameter text the library reads, typed by the table's kind."""
+    if kind == "integer":
+        return str(integer(name, value, *_I64))
+    if kind == "unsigned":
+        return str(integer(name, value, *_U64))
+    if kind == "integers":
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise TypeError(f"{name}: expected a sequence of integers, got {value!r}")
+        return ",".join(str(integer(f"{name}[{i}]", t, *_I64)) for i, t in enumerate(value))
+    if kind == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{name}: expected a number, got {value!r}")
+        return repr(float(value))
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected a name, got {value!r}")
+    return value
+
+
+def variant_params(params):
+    """Keyword arguments (None = not given) → {parameter: text}. A keyword no variant takes is
+    a TypeError; one the chosen variant does not take is the library's ValueError."""
+    kinds = _kinds()
+    texts = {}
+    for name, value in params.items():
+        if name not in kinds:
+            raise TypeError(f"unexpected keyword argument {name!r}: not an option nor a variant "
+                            f"parameter ({', '.join(kinds)})")
+        if value is not None:
+            texts[name] = _text(name, kinds[name], value)
+    return texts
+
+
+def make_options(variant="dense", causal=False, key_lengths=None, scale=None, threads=0,
+                 profile=None, max_error=None, rope=None, alibi=None, **params):
     """The compiled Options for these keyword arguments (shared by attention, plan and MHA).
 
     Integers are checked here (a float with a fraction, or a value outside the C++ type, is a
     TypeError/ValueError naming the argument); values are checked by the library."""
     if not isinstance(variant, str):
         raise TypeError(f"variant: expected a name such as 'dense', got {variant!r}")
-    if feature_map is not None and not isinstance(feature_map, str):
-        raise TypeError(f"feature_map: expected 'elu1', 'relu' or 'favor', got {feature_map!r}")
     return _seqattn.options(
         variant=variant, causal=bool(causal), key_lengths=lengths(key_lengths),
-        scale=None if scale is None else float(scale), window=_optional("window", window),
-        window_right=_optional("window_right", window_right),
-        global_tokens=[integer(f"global_tokens[{i}]", t, *_I64)
-                       for i, t in enumerate(global_tokens or [])],
-        feature_map=feature_map or "elu1", features=integer("features", features or 0, *_I64),
-        proj_len=_optional("proj_len", proj_len), seed=integer("seed", seed, 0, 2**64 - 1),
-        block=_optional("block", block), levels=_optional("levels", levels),
+        scale=None if scale is None else float(scale), params=variant_params(params),
         threads=integer("threads", threads, -2**31, 2**31 - 1), profile=profile,
         max_error=None if max_error is None else float(max_error), rope=rope, alibi=alibi)
+
+
+def parameters_doc():
+    """The variant parameters as docstring lines, from the table."""
+    lines = ["Variant parameters (keyword arguments, from the library's variant table):"]
+    for variant, parameters in variant_parameters().items():
+        if not parameters:
+            lines.append(f"    {variant}: none")
+            continue
+        lines.append(f"    {variant}:")
+        for name, (kind, text) in parameters.items():
+            lines.append(f"        {name} ({kind}): {text}")
+    return "\n".join(lines)

@@ -4,76 +4,47 @@
 
 #include <array>
 #include <memory>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "array_ref.hpp"
 #include "bind_cache.hpp"
 #include "bindings.hpp"
 #include "seqattn/attention.hpp"
+#include "seqattn/error.hpp"
 #include "seqattn/plan.hpp"
 #include "seqattn/policy.hpp"
+#include "seqattn/variant_params.hpp"
 
 namespace seqattn::python {
 namespace {
 
-VariantSpec variant_spec(const std::string& variant, std::optional<std::int64_t> window,
-                         std::optional<std::int64_t> window_right,
-                         const std::vector<std::int64_t>& global_tokens,
-                         const std::string& feature_map, std::int64_t features,
-                         std::optional<std::int64_t> proj_len, std::uint64_t seed,
-                         std::optional<std::int64_t> block, std::optional<std::int64_t> levels,
+// The variant's spec from its parameters by name (the variant table's rows read them, as for
+// the CLI's flags): a parameter the variant does not take is an error naming it, never dropped.
+VariantSpec variant_spec(const std::string& variant, const VariantParams& params,
                          const std::optional<std::string>& profile) {
-  switch (parse_variant(variant, "variant")) {
-    case Variant::kDense:
-      return DenseSpec{};
-    case Variant::kSlidingWindow: {
-      SlidingWindowSpec s;
-      if (window) s.left = s.right = *window;
-      if (window_right) s.right = *window_right;
-      s.global_tokens = global_tokens;
-      return s;
-    }
-    case Variant::kLinear: {
-      LinearSpec s;
-      s.feature_map = parse_feature_map(feature_map, "feature_map");
-      s.num_features = features;
-      s.seed = seed;
-      return s;
-    }
-    case Variant::kLinformer: {
-      LinformerSpec s;
-      if (proj_len) s.proj_len = *proj_len;
-      s.seed = seed;
-      return s;
-    }
-    case Variant::kHierarchical: {
-      HierarchicalSpec s;
-      if (block) s.block = *block;
-      if (levels) s.levels = *levels;
-      return s;
-    }
-    case Variant::kAuto: {
-      AutoSpec s;
-      if (profile) s.policy = SelectionPolicy::load_json(*profile);
-      return s;
-    }
+  const Variant v = parse_variant(variant, "variant");
+  if (v != Variant::kAuto) return as_variant_spec(make_spec(v, params));
+  if (!params.empty()) {
+    const auto& [name, value] = *params.begin();
+    throw Error(ErrorKind::kUnsupported, name,
+                "no variant parameter with variant 'auto' (the policy chooses the variant and "
+                "its parameters)",
+                name + "=" + value, "drop it, or name the variant it belongs to");
   }
-  return DenseSpec{};
+  AutoSpec s;
+  if (profile) s.policy = SelectionPolicy::load_json(*profile);
+  return s;
 }
 
 AttentionOptions make_options(const std::string& variant, bool causal,
                               const std::vector<std::int64_t>& key_lengths,
-                              std::optional<float> scale, std::optional<std::int64_t> window,
-                              std::optional<std::int64_t> window_right,
-                              const std::vector<std::int64_t>& global_tokens,
-                              const std::string& feature_map, std::int64_t features,
-                              std::optional<std::int64_t> proj_len, std::uint64_t seed,
-                              std::optional<std::int64_t> block, std::optional<std::int64_t> levels,
-                              int threads, const std::optional<std::string>& profile,
+                              std::optional<float> scale, const VariantParams& params, int threads,
+                              const std::optional<std::string>& profile,
                               std::optional<double> max_error, py::handle rope, py::handle alibi) {
   AttentionOptions o;
-  o.variant = variant_spec(variant, window, window_right, global_tokens, feature_map, features,
-                           proj_len, seed, block, levels, profile);
+  o.variant = variant_spec(variant, params, profile);
   o.mask.causal = causal;
   o.mask.key_lengths = key_lengths;
   o.scale = scale;
@@ -82,6 +53,22 @@ AttentionOptions make_options(const std::string& variant, bool causal,
   o.rope = parse_rope(rope);
   o.alibi = parse_alibi(alibi);
   return o;
+}
+
+// [(variant, [(parameter, kind, help), ...]), ...] in the table's order: the keyword arguments
+// the Python functions take and how they are typed.
+std::vector<std::pair<std::string, std::vector<std::tuple<std::string, std::string, std::string>>>>
+variant_parameters() {
+  std::vector<
+      std::pair<std::string, std::vector<std::tuple<std::string, std::string, std::string>>>>
+      table;
+  for (const Variant v : concrete_variants()) {
+    table.push_back({std::string(to_string(v)), {}});
+    auto& row = table.back().second;
+    for (const ParameterInfo& p : parameters_of(v))
+      row.emplace_back(p.name, std::string(to_string(p.kind)), p.help);
+  }
+  return table;
 }
 
 // The scores' extents [B, H_q, S_q, S_k] of q and k (in the library's axis order).
@@ -198,10 +185,9 @@ void register_attention(py::module_& m) {
   register_record(m);
   py::class_<AttentionOptions>(m, "Options", "What to compute (see seqattn.attention).");
   m.def("options", &make_options, py::arg("variant"), py::arg("causal"), py::arg("key_lengths"),
-        py::arg("scale"), py::arg("window"), py::arg("window_right"), py::arg("global_tokens"),
-        py::arg("feature_map"), py::arg("features"), py::arg("proj_len"), py::arg("seed"),
-        py::arg("block"), py::arg("levels"), py::arg("threads"), py::arg("profile"),
+        py::arg("scale"), py::arg("params"), py::arg("threads"), py::arg("profile"),
         py::arg("max_error"), py::arg("rope"), py::arg("alibi"));
+  m.def("variant_parameters", &variant_parameters);
   m.def("attend", &attend_arrays, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
         py::arg("options"), py::arg("mask"), py::arg("bias"), py::arg("lse"), py::arg("weights"),
         py::arg("layout"));

@@ -14,8 +14,8 @@ namespace seqattn::detail::HWY_NAMESPACE {
 using simd::HWY_NAMESPACE::Exp2NonPositive;
 #include "src/kernel/flash_driver_body.inc"  // IWYU pragma: keep
 
-void FlashForwardOnTarget(const Problem& p, const KeyPattern& pattern) {
-  FlashForward<simd::HWY_NAMESPACE::FloatOps>(p, pattern);
+void FlashForwardOnTarget(const Problem& p, const KeyStructure& keys) {
+  FlashForward<simd::HWY_NAMESPACE::FloatOps>(p, keys);
 }
 }  // namespace seqattn::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -27,8 +27,8 @@ namespace seqattn::detail {
 
 HWY_EXPORT(FlashForwardOnTarget);
 
-void flash_forward(const Problem& p, const KeyPattern& pattern) {
-  HWY_DYNAMIC_DISPATCH(FlashForwardOnTarget)(p, pattern);
+void flash_forward(const Problem& p, const KeyStructure& keys) {
+  HWY_DYNAMIC_DISPATCH(FlashForwardOnTarget)(p, keys);
 }
 
 }  // namespace seqattn::detail

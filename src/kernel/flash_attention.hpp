@@ -2,16 +2,16 @@
 #pragma once
 
 #include "src/core/problem.hpp"
-#include "src/kernel/key_pattern.hpp"
+#include "src/kernel/block_mask.hpp"
 
 namespace seqattn::detail {
 
-// out (and lse when asked) for every (b, h, i) under the mask combined with `pattern`.
-// Does not write attention weights (see weights_forward for that).
-void flash_forward(const Problem& p, const KeyPattern& pattern);
+// out (and lse when asked) for every (b, h, i) under the mask combined with the variant's key
+// structure. Does not write attention weights (see weights_forward for that).
+void flash_forward(const Problem& p, const KeyStructure& keys);
 
 // The softmax variants' run: the flash kernel, then, when weights are asked for, a row pass
 // that forms them (so out and lse never depend on whether they were asked).
-void softmax_forward(const Problem& p, const KeyPattern& pattern);
+void softmax_forward(const Problem& p, const KeyStructure& keys);
 
 }  // namespace seqattn::detail

@@ -18,8 +18,8 @@ XsimdFlashEntry current_xsimd_flash() {
   return xsimd_flash_sse4_2();
 }
 
-void flash_forward(const Problem& p, const KeyPattern& pattern) {
-  current_xsimd_flash().forward(p, pattern);
+void flash_forward(const Problem& p, const KeyStructure& keys) {
+  current_xsimd_flash().forward(p, keys);
 }
 
 }  // namespace seqattn::detail

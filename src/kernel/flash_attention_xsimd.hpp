@@ -5,12 +5,12 @@
 #include <cstddef>
 
 #include "src/core/problem.hpp"
-#include "src/kernel/key_pattern.hpp"
+#include "src/kernel/block_mask.hpp"
 
 namespace seqattn::detail {
 
 struct XsimdFlashEntry {
-  void (*forward)(const Problem& p, const KeyPattern& pattern);
+  void (*forward)(const Problem& p, const KeyStructure& keys);
   // 2^x for x <= 0 over n floats (the softmax's exp, exposed for the accuracy test).
   void (*exp2_non_positive)(const float* in, float* out, size_t n);
 };

@@ -21,7 +21,7 @@ namespace seqattn::detail::SEQATTN_XSIMD_NAMESPACE {
 
 using Ops = simd::XsimdFloatOps<SEQATTN_XSIMD_ARCH_TYPE>;
 
-void Forward(const Problem& p, const KeyPattern& pattern) { FlashForward<Ops>(p, pattern); }
+void Forward(const Problem& p, const KeyStructure& keys) { FlashForward<Ops>(p, keys); }
 void Exp2(const float* in, float* out, size_t n) { Exp2NonPositiveSpan<Ops>(in, out, n); }
 }  // namespace seqattn::detail::SEQATTN_XSIMD_NAMESPACE
 

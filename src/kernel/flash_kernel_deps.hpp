@@ -17,6 +17,6 @@
 
 #include "seqattn/half.hpp"
 #include "src/core/problem.hpp"
-#include "src/kernel/key_pattern.hpp"
+#include "src/kernel/block_mask.hpp"
 #include "src/kernel/tile_visibility.hpp"
 #include "src/runtime/positional.hpp"

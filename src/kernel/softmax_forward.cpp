@@ -7,9 +7,9 @@ namespace seqattn::detail {
 
 // The weights come from a second pass over the scores, after the kernel has computed out and
 // lse exactly as it does without them (asking for weights changes neither, bit for bit).
-void softmax_forward(const Problem& p, const KeyPattern& pattern) {
-  flash_forward(p, pattern);  // never reads or writes p.weights
-  if (p.weights) weights_forward(p, pattern);
+void softmax_forward(const Problem& p, const KeyStructure& keys) {
+  flash_forward(p, keys);  // never reads or writes p.weights
+  if (p.weights) weights_forward(p, keys);
 }
 
 }  // namespace seqattn::detail

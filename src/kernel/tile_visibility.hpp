@@ -1,44 +1,60 @@
 // Visibility as the flash kernel sees it: each query row's contiguous key range [lo, hi)
-// (key length, causal limit, band) drives tile skipping; the element path (diagonal, band
-// edges, key-length edges, keep masks, bias, global columns) applies the exact rule of
-// ElementMask plus the KeyPattern to one row of a score tile. Scores are in log2 units.
+// (the structure's row range cut by the key length and the causal limit) drives tile
+// classification; the element path (diagonal, range edges, key-length edges, keep masks,
+// bias, key columns) applies the exact rule of ElementMask plus the KeyStructure to one row
+// of a score tile. Scores are in log2 units.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "src/core/problem.hpp"
+#include "src/kernel/block_mask.hpp"
 #include "src/kernel/element_mask.hpp"
-#include "src/kernel/key_pattern.hpp"
 
 namespace seqattn::detail {
 
-struct KeyRange {
-  std::int64_t lo = 0, hi = 0;  // [lo, hi); empty when hi <= lo
-  bool empty() const { return hi <= lo; }
-};
-
 class TileVisibility {
  public:
-  TileVisibility(const Problem& p, const KeyPattern& pattern)
-      : p_(p), pattern_(pattern), mask_(p), offset_(p.seq_k() - p.seq_q()) {}
+  // The kernel asks for the structure's rows per work item: an array read keeps a virtual call
+  // out of that loop, so rows a structure does not store are read into one here, once.
+  TileVisibility(const Problem& p, const KeyStructure& keys)
+      : p_(p), mask_(p), local_width_(keys.local_width()), rows_(keys.row_table()) {
+    if (rows_ == nullptr) {
+      own_rows_.resize(static_cast<size_t>(p.seq_q()));
+      for (std::int64_t i = 0; i < p.seq_q(); ++i)
+        own_rows_[static_cast<size_t>(i)] = keys.row_keys(i);
+      rows_ = own_rows_.data();
+    }
+    if (keys.columns().empty()) return;
+    column_.assign(static_cast<size_t>(p.seq_k()), 0);
+    for (const std::int64_t j : keys.columns()) column_[static_cast<size_t>(j)] = 1;
+  }
+
+  TileVisibility(const TileVisibility&) = delete;  // rows_ may point into own_rows_
+  TileVisibility& operator=(const TileVisibility&) = delete;
 
   // True when every visited tile needs the element path (keep mask or bias present).
   bool elementwise() const { return p_.mask->keep.has_value() || mask_.has_bias(); }
 
-  // Keys row i may see through the contiguous rules; global columns come on top.
+  // Keys row i may see through the contiguous rules; key columns come on top.
   KeyRange row_range(std::int64_t i, std::int64_t key_length) const {
-    KeyRange r{0, key_length};
+    const KeyRange own = rows_[i];
+    KeyRange r{std::max<std::int64_t>(own.lo, 0), std::min(own.hi, key_length)};
     if (p_.mask->causal) r.hi = std::min(r.hi, mask_.causal_limit(i) + 1);
-    if (pattern_.explicit_rows()) {
-      r.lo = std::max(r.lo, pattern_.row_lo[static_cast<size_t>(i)]);
-      r.hi = std::min(r.hi, pattern_.row_hi[static_cast<size_t>(i)]);
-    } else if (pattern_.banded && !pattern_.is_global_query(i)) {
-      r.lo = std::max(r.lo, i + offset_ - pattern_.left);
-      r.hi = std::min(r.hi, i + offset_ + pattern_.right + 1);
-    }
     return r;
+  }
+
+  // Row i is wider than the structure's local width (KeyStructure::wide).
+  bool wide(std::int64_t i) const {
+    const KeyRange r = rows_[i];
+    return local_width_ > 0 && r.hi - r.lo > local_width_;
+  }
+
+  bool is_column(std::int64_t j) const {
+    return !column_.empty() && column_[static_cast<size_t>(j)] != 0;
   }
 
   // Applies the exact rule to scores s[0, keys) of row i for keys j0 + [0, keys); keys past S_k
@@ -49,7 +65,7 @@ class TileVisibility {
     for (std::int64_t t = 0; t < keys; ++t) {
       const std::int64_t j = j0 + t;
       bool visible = j >= range.lo && j < range.hi;
-      if (!visible && pattern_.banded && j < key_length && pattern_.is_global_key(j)) {
+      if (!visible && j < key_length && is_column(j)) {
         visible = !p_.mask->causal || j <= mask_.causal_limit(i);
       }
       if (visible && p_.mask->keep) visible = mask_.visible(b, h, i, j, key_length);
@@ -63,9 +79,11 @@ class TileVisibility {
 
  private:
   const Problem& p_;
-  const KeyPattern& pattern_;
   ElementMask mask_;
-  std::int64_t offset_;
+  std::int64_t local_width_;
+  const KeyRange* rows_;              // [S_q] the structure's row ranges
+  std::vector<KeyRange> own_rows_;    // their copy when the structure stores none
+  std::vector<std::uint8_t> column_;  // [S_k] when the structure has key columns
 };
 
 }  // namespace seqattn::detail

@@ -16,7 +16,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // and a row with no visible key is all 0). Normalising here rather than with the kernel's lse
 // keeps the weights exact when scores are huge: the two passes round a score of 1e30
 // differently by ~1e23, and exp(score - lse) would turn that into 0 or inf.
-void weights_row(const Problem& p, const ElementMask& mask, const KeyPattern& pattern,
+void weights_row(const Problem& p, const ElementMask& mask, const KeyStructure& keys,
                  std::int64_t b, std::int64_t h, std::int64_t i, std::vector<float>& scores) {
   const std::int64_t hk = h / p.group();
   const std::int64_t len = p.key_length(b);
@@ -26,7 +26,7 @@ void weights_row(const Problem& p, const ElementMask& mask, const KeyPattern& pa
   float max_score = kNegInf;
   for (std::int64_t j = 0; j < p.seq_k(); ++j) {
     float s = kNegInf;
-    if (mask.visible(b, h, i, j, len) && pattern.allows(i, j, p.seq_k() - p.seq_q())) {
+    if (mask.visible(b, h, i, j, len) && keys.allows(i, j)) {
       const float* k = p.k.ptr(b, hk, j);
       float dot = 0;
       for (std::int64_t d = 0; d < p.dim(); ++d)
@@ -55,7 +55,7 @@ void weights_row(const Problem& p, const ElementMask& mask, const KeyPattern& pa
 
 }  // namespace
 
-void weights_forward(const Problem& given, const KeyPattern& pattern) {
+void weights_forward(const Problem& given, const KeyStructure& keys) {
   // Every row reads every key: rotate q and k once instead of per pair.
   std::vector<float> q_store, k_store;
   const Problem p = with_rotated_inputs(given, q_store, k_store);
@@ -69,7 +69,7 @@ void weights_forward(const Problem& given, const KeyPattern& pattern) {
       const std::int64_t i = r % p.seq_q();
       const std::int64_t h = (r / p.seq_q()) % p.heads_q();
       const std::int64_t b = r / (p.seq_q() * p.heads_q());
-      weights_row(p, mask, pattern, b, h, i, scores);
+      weights_row(p, mask, keys, b, h, i, scores);
     }
   }
 }

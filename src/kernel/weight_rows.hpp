@@ -4,12 +4,12 @@
 #pragma once
 
 #include "src/core/problem.hpp"
-#include "src/kernel/key_pattern.hpp"
+#include "src/kernel/block_mask.hpp"
 
 namespace seqattn::detail {
 
-// Writes p.weights (which must be set) for the pairs `pattern` allows (KeyPattern::dense() for
+// Writes p.weights (which must be set) for the pairs `keys` allows (AllKeys for
 // all); everything else in p is left alone.
-void weights_forward(const Problem& p, const KeyPattern& pattern);
+void weights_forward(const Problem& p, const KeyStructure& keys);
 
 }  // namespace seqattn::detail

@@ -73,7 +73,8 @@ void compare_with_reference(const Case& c, std::int64_t cached_len) {
   if (!expected) return;
   const double tol = c.tolerance();
   const std::vector<float> out = c.out->widened();
-  const double out_err = reference::max_relative_error(out, expected->result.out);
+  const double out_err =
+      reference::max_relative_error(out, expected->result.out, c.absolute_floor());
   if (out_err > tol) {
     std::fprintf(stderr, "out error %g, tolerance %g\n", out_err, tol);
     finding("out differs from the reference");

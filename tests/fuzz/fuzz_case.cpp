@@ -1,6 +1,7 @@
 #include "fuzz_case.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace seqattn::fuzz {
 namespace {
@@ -31,38 +32,56 @@ float fuzz_float(FuzzedDataProvider& fdp, float lo, float hi) {
   return fdp.ConsumeFloatingPointInRange<float>(lo, hi);
 }
 
-VariantSpec fuzz_variant(FuzzedDataProvider& fdp, const Case& c) {
-  switch (fdp.ConsumeIntegralInRange<int>(0, 4)) {
-    case 1: {
-      SlidingWindowSpec w;
-      w.left = fdp.ConsumeIntegralInRange<std::int64_t>(-1, 30);
-      w.right = fdp.ConsumeIntegralInRange<std::int64_t>(-1, 30);
-      const int globals = fdp.ConsumeIntegralInRange<int>(0, 3);
-      for (int g = 0; g < globals; ++g) {
-        w.global_tokens.push_back(
-            fdp.ConsumeIntegralInRange<std::int64_t>(-1, std::clamp<std::int64_t>(c.seq_k, 0, 64)));
-      }
-      return w;
-    }
-    case 2: {
-      LinearSpec l;
-      l.feature_map = static_cast<FeatureMap>(fdp.ConsumeIntegralInRange<int>(0, 2));
-      if (fdp.ConsumeBool()) l.num_features = fuzz_extent(fdp, 40);
-      l.seed = fdp.ConsumeIntegral<std::uint8_t>();
-      if (fdp.ConsumeBool()) l.epsilon = fuzz_float(fdp, 0.0f, 1e-2f);
-      return l;
-    }
-    case 3: {
-      LinformerSpec l;
-      l.proj_len = fuzz_extent(fdp, 16);
-      l.seed = fdp.ConsumeIntegral<std::uint8_t>();
-      return l;
-    }
-    case 4:
-      return AutoSpec{};
-    default:
-      return DenseSpec{};
+// The parameters of one row of the variant table, drawn wide enough to reach every refusal
+// (negative windows, blocks and lengths) as well as the ordinary values; one overload per
+// row, so a row added to the table without one does not compile (kVariantDraws below).
+void fuzz_params(FuzzedDataProvider&, const Case&, DenseSpec&) {}
+
+void fuzz_params(FuzzedDataProvider& fdp, const Case& c, SlidingWindowSpec& w) {
+  w.left = fdp.ConsumeIntegralInRange<std::int64_t>(-1, 30);
+  w.right = fdp.ConsumeIntegralInRange<std::int64_t>(-1, 30);
+  const int globals = fdp.ConsumeIntegralInRange<int>(0, 3);
+  for (int g = 0; g < globals; ++g) {
+    w.global_tokens.push_back(
+        fdp.ConsumeIntegralInRange<std::int64_t>(-1, std::clamp<std::int64_t>(c.seq_k, 0, 64)));
   }
+}
+
+void fuzz_params(FuzzedDataProvider& fdp, const Case&, LinearSpec& l) {
+  l.feature_map = static_cast<FeatureMap>(fdp.ConsumeIntegralInRange<int>(0, 2));
+  if (fdp.ConsumeBool()) l.num_features = fuzz_extent(fdp, 40);
+  l.seed = fdp.ConsumeIntegral<std::uint8_t>();
+  if (fdp.ConsumeBool()) l.epsilon = fuzz_float(fdp, 0.0f, 1e-2f);
+}
+
+void fuzz_params(FuzzedDataProvider& fdp, const Case&, LinformerSpec& l) {
+  l.proj_len = fuzz_extent(fdp, 16);
+  l.seed = fdp.ConsumeIntegral<std::uint8_t>();
+}
+
+void fuzz_params(FuzzedDataProvider& fdp, const Case&, HierarchicalSpec& h) {
+  h.block = fdp.ConsumeIntegralInRange<std::int64_t>(-1, 12);
+  h.levels = fdp.ConsumeIntegralInRange<std::int64_t>(-1, 6);
+}
+
+template <class Spec>
+VariantSpec fuzz_spec(FuzzedDataProvider& fdp, const Case& c) {
+  Spec spec;
+  fuzz_params(fdp, c, spec);
+  return spec;
+}
+
+// One draw per row of the variant table, in its order.
+constexpr VariantSpec (*kVariantDraws[])(FuzzedDataProvider&, const Case&) = {
+#define SEQATTN_VARIANT(id, name, Spec, stem) &fuzz_spec<Spec>,
+#include "seqattn/variant_list.inc"
+};
+
+// A row of the table, or (one draw in n + 1) the automatic choice.
+VariantSpec fuzz_variant(FuzzedDataProvider& fdp, const Case& c) {
+  constexpr size_t kRows = std::size(kVariantDraws);
+  const size_t row = fdp.ConsumeIntegralInRange<size_t>(0, kRows);
+  return row == kRows ? VariantSpec(AutoSpec{}) : kVariantDraws[row](fdp, c);
 }
 
 void fuzz_mask(FuzzedDataProvider& fdp, Case& c) {
@@ -309,18 +328,11 @@ std::string text(const char* name, const std::optional<Operand>& t) {
          text(v.strides);
 }
 
+// The variant and its parameters as the table writes them (params_of).
 std::string text(const VariantSpec& spec) {
   std::string s(to_string(variant_of(spec)));
-  if (const auto* w = std::get_if<SlidingWindowSpec>(&spec)) {
-    s += " left=" + std::to_string(w->left) + " right=" + std::to_string(w->right) +
-         " globals=" + std::to_string(w->global_tokens.size());
-  } else if (const auto* l = std::get_if<LinearSpec>(&spec)) {
-    s += " map=" + std::string(to_string(l->feature_map)) +
-         " m=" + std::to_string(l->num_features) + " eps=" + std::to_string(l->epsilon);
-  } else if (const auto* f = std::get_if<LinformerSpec>(&spec)) {
-    s += " k=" + std::to_string(f->proj_len);
-  } else if (const auto* h = std::get_if<HierarchicalSpec>(&spec)) {
-    s += " block=" + std::to_string(h->block) + " levels=" + std::to_string(h->levels);
+  if (const std::optional<ConcreteSpec> concrete = as_concrete_spec(spec)) {
+    for (const auto& [name, value] : params_of(*concrete)) s += " " + name + "=" + value;
   }
   return s;
 }
@@ -366,14 +378,6 @@ Case decode_case(FuzzedDataProvider& fdp) {
   fuzz_options(fdp, c);
   fuzz_operands(fdp, c);
   if (c.mode == Mode::kCache) fuzz_cache(fdp, c);
-  // Hierarchical attention joined the variants after the corpus was built: it is drawn from the
-  // bytes left over at the end, so that the earlier decoding of every seed stays as it was.
-  if (fdp.remaining_bytes() > 0 && fdp.ConsumeIntegralInRange<int>(0, 3) == 0) {
-    HierarchicalSpec h;
-    h.block = fdp.ConsumeIntegralInRange<std::int64_t>(-1, 12);
-    h.levels = fdp.ConsumeIntegralInRange<std::int64_t>(-1, 6);
-    c.options.variant = h;
-  }
   return c;
 }
 

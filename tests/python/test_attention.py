@@ -73,8 +73,33 @@ def test_select_and_simd_target():
 
 def test_auto_runs_what_select_says(rng):
     q = randn(rng, 1, 2, 600, 8)
-    out, rec = seqattn.attention(q, q, q, variant="auto", window=16, return_record=True)
+    out, rec = seqattn.attention(q, q, q, variant="auto", return_record=True)
     assert rec.variant == seqattn.select(600)[0]
+
+
+def test_variant_keywords_come_from_the_table(rng):
+    table = seqattn.variant_parameters()
+    assert list(table) == ["dense", "sliding-window", "linear", "linformer", "hierarchical"]
+    assert table["hierarchical"]["block"][0] == "integer"
+    assert table["sliding-window"]["global_tokens"][0] == "integers"
+    assert table["linear"]["epsilon"][0] == "number"
+    for variant, parameters in table.items():  # the docstring is generated from the table
+        assert variant in seqattn.attention.__doc__
+        for name in parameters:
+            assert name in seqattn.attention.__doc__
+    q = randn(rng, 1, 2, 40, 8)
+    # A parameter of another variant is refused by name, never dropped.
+    with pytest.raises(ValueError, match="window"):
+        seqattn.attention(q, q, q, variant="dense", window=16)
+    with pytest.raises(ValueError, match="window"):
+        seqattn.attention(q, q, q, variant="auto", window=16)
+    with pytest.raises(TypeError, match="windw"):
+        seqattn.attention(q, q, q, variant="sliding-window", windw=16)
+    # A parameter added to a row is a keyword with no change to the package: epsilon (linear,
+    # elu1) was never listed in Python.
+    small = seqattn.attention(q, q, q, variant="linear", epsilon=1e-6)
+    large = seqattn.attention(q, q, q, variant="linear", epsilon=1e3)
+    assert not np.allclose(small, large)
 
 
 VARIANTS = [

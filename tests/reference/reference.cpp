@@ -317,12 +317,14 @@ double max_relative_error(const Tensor& actual, const Result& expected) {
   return max_err / std::max(max_ref, 1e-30);
 }
 
-double max_relative_error(const std::vector<float>& actual, const std::vector<double>& expected) {
+double max_relative_error(const std::vector<float>& actual, const std::vector<double>& expected,
+                          double absolute_floor) {
   double max_ref = 0, max_err = 0;
   const size_t n = std::min(actual.size(), expected.size());
   for (size_t i = 0; i < n; ++i) {
     max_ref = std::max(max_ref, std::abs(expected[i]));
-    const double err = std::abs(static_cast<double>(actual[i]) - expected[i]);
+    const double diff = std::abs(static_cast<double>(actual[i]) - expected[i]);
+    const double err = diff <= absolute_floor ? 0.0 : diff;
     max_err = std::isnan(err) ? std::numeric_limits<double>::infinity() : std::max(max_err, err);
   }
   if (actual.size() != expected.size()) return std::numeric_limits<double>::infinity();

@@ -105,6 +105,9 @@ Result variant(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
 // largest absolute error relative to the output's scale (not per element, which is
 // meaningless where the output crosses zero).
 double max_relative_error(const Tensor& actual, const Result& expected);
-double max_relative_error(const std::vector<float>& actual, const std::vector<double>& expected);
+// max |actual - expected| over max |expected|; errors up to `absolute_floor` (the resolution
+// of the format actual was stored in, e.g. f16's 2^-25 near zero) count as none.
+double max_relative_error(const std::vector<float>& actual, const std::vector<double>& expected,
+                          double absolute_floor = 0.0);
 
 }  // namespace seqattn::reference

@@ -117,15 +117,16 @@ TEST(Hierarchical, LevelsKeyLengthsGqaAndStridedLayouts) {
   }
 }
 
-// Long enough for the kernel's segmented (ring) path at level 0 and many levels above it.
+// Long enough for the kernel's segmented (ring) path at level 0 and many levels above it; the
+// key length ends well inside the sequence.
 TEST(Hierarchical, LongSequenceAndBlockOf64) {
   HierarchicalCase c;
-  c.seq = 1500;
+  c.seq = 4999;
   c.dim = 64;
   c.dim_v = 64;
   c.heads_q = 2;
   c.spec = {64, 0};
-  c.key_lengths = {1333};
+  c.key_lengths = {4321};
   for (const bool causal : {false, true}) {
     c.causal = causal;
     expect_matches_reference(c, causal ? 11u : 12u);

@@ -3,7 +3,11 @@
 // reference on every compiled target. A row added to the table is covered here unchanged.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <string>
+#include <system_error>
 
 #include "seqattn/seqattn.hpp"
 #include "target_loop.hpp"
@@ -55,6 +59,54 @@ TEST_P(VariantTable, ParametersRoundTripAndUnknownOnesAreRefused) {
   }
   for (const ParameterInfo& p : parameters_of(v)) {  // text that is no value is refused
     EXPECT_THROW(make_spec(v, {{p.name, "1x"}}), Error) << p.name;
+  }
+}
+
+// A parameter's declared kind is how front ends type it (the Python keywords): the text the
+// row writes reads as that kind, and a value of another kind is refused by the row.
+TEST_P(VariantTable, ParameterKindsMatchTheirText) {
+  const Variant v = GetParam();
+  const auto reads_as = [](ParameterKind kind, const std::string& text) {
+    const auto whole = [](const std::string& t, auto value) {  // all of t reads as a value
+      const auto [end, error] = std::from_chars(t.data(), t.data() + t.size(), value);
+      return !t.empty() && error == std::errc() && end == t.data() + t.size();
+    };
+    const auto whole_integer = [&](const std::string& t) { return whole(t, std::int64_t{0}); };
+    switch (kind) {
+      case ParameterKind::kInteger:
+      case ParameterKind::kUnsigned:
+        return whole_integer(text);
+      case ParameterKind::kIntegers: {
+        for (std::size_t start = 0; start <= text.size();) {
+          const std::size_t comma = std::min(text.find(',', start), text.size());
+          if (!whole_integer(text.substr(start, comma - start))) return false;
+          start = comma + 1;
+        }
+        return true;
+      }
+      case ParameterKind::kNumber:
+        return whole(text, 0.0);
+      case ParameterKind::kName:
+        return !text.empty() && !whole_integer(text);
+    }
+    return false;
+  };
+  // Every parameter gets a value of its kind (names: the row's own default text).
+  VariantParams written = params_of(make_spec(v, {}));
+  for (const ParameterInfo& p : parameters_of(v)) {
+    EXPECT_FALSE(to_string(p.kind).empty());
+    const auto it = written.find(p.name);
+    if (it != written.end()) {
+      EXPECT_TRUE(reads_as(p.kind, it->second)) << p.name << "=" << it->second;
+    }
+    if (p.kind == ParameterKind::kIntegers) {
+      EXPECT_NO_THROW(make_spec(v, {{p.name, "0,1"}})) << p.name;
+    }
+    if (p.kind == ParameterKind::kName) {
+      EXPECT_THROW(make_spec(v, {{p.name, "7"}}), Error) << p.name;
+    } else if (p.kind != ParameterKind::kNumber) {
+      EXPECT_THROW(make_spec(v, {{p.name, "0.5"}}), Error) << p.name;
+    }
   }
 }
 

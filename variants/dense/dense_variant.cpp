@@ -24,7 +24,7 @@ class DenseVariant final : public AttentionVariant {
   }
 
   void run(const Problem& p, const VariantSpec&) const override {
-    softmax_forward(p, KeyPattern::dense());
+    softmax_forward(p, AllKeys(p.seq_k()));
   }
 };
 

@@ -54,9 +54,9 @@ std::int64_t resolved_levels(const HierarchicalSpec& s, std::int64_t seq) {
 struct Hierarchy {
   std::int64_t block = 0, levels = 0, seq = 0;
   bool causal = false;
-  KeyPattern level0;
+  RowKeyRanges level0;
   std::vector<LevelLayout> layouts;
-  std::vector<KeyPattern> patterns;
+  std::vector<RowKeyRanges> patterns;
 };
 
 Hierarchy build_hierarchy(const Problem& p, const HierarchicalSpec& s) {

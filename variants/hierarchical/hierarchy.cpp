@@ -12,15 +12,15 @@ KeyRangeOfRow clipped(std::int64_t lo, std::int64_t hi, std::int64_t len) {
 
 std::int64_t width(KeyRangeOfRow r) { return std::max<std::int64_t>(r.hi - r.lo, 0); }
 
-KeyPattern pattern_of_rows(std::int64_t rows,
-                           const auto& range_of_row) {  // row -> KeyRangeOfRow
+RowKeyRanges pattern_of_rows(std::int64_t rows,
+                             const auto& range_of_row) {  // row -> KeyRangeOfRow
   std::vector<std::int64_t> lo(static_cast<size_t>(rows)), hi(static_cast<size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) {
     const KeyRangeOfRow range = range_of_row(r);
     lo[static_cast<size_t>(r)] = range.lo;
     hi[static_cast<size_t>(r)] = range.hi;
   }
-  return KeyPattern::row_ranges(std::move(lo), std::move(hi));
+  return RowKeyRanges(lo, hi);
 }
 
 }  // namespace
@@ -48,7 +48,7 @@ KeyRangeOfRow coarse_range(std::int64_t t, std::int64_t block, LevelSide side, s
   return clipped((I + 1) * block + (odd != 0 ? half : 0), hi, len);
 }
 
-KeyPattern level0_pattern(std::int64_t seq, std::int64_t block) {
+RowKeyRanges level0_pattern(std::int64_t seq, std::int64_t block) {
   return pattern_of_rows(seq, [&](std::int64_t i) { return level0_range(i, block, seq); });
 }
 
@@ -117,14 +117,14 @@ KeyRangeOfRow LevelLayout::row_keys(std::int64_t t) const {
   return {lo, hi};
 }
 
-KeyPattern paired_pattern(const LevelLayout& layout) {
+RowKeyRanges paired_pattern(const LevelLayout& layout) {
   return pattern_of_rows(layout.query_rows, [&](std::int64_t r) {
     const std::int64_t t = layout.query_token[static_cast<size_t>(r)];
     return t < 0 ? KeyRangeOfRow{0, 0} : layout.row_keys(t);
   });
 }
 
-KeyPattern causal_pattern(const LevelLayout& layout, std::int64_t seq, std::int64_t level) {
+RowKeyRanges causal_pattern(const LevelLayout& layout, std::int64_t seq, std::int64_t level) {
   return pattern_of_rows(seq, [&](std::int64_t i) { return layout.row_keys(i >> level); });
 }
 

@@ -1,6 +1,6 @@
 // The block structure of hierarchical attention (HierarchicalSpec in seqattn/options.hpp):
 // how many levels a length needs, and which keys each row of each level sees, as the one
-// contiguous key range per row (KeyPattern::row_ranges) that the flash kernel visits.
+// contiguous key range per row (RowKeyRanges, a KeyStructure) that the flash kernel visits.
 //
 // At level l >= 1 a coarse query t sees coarse keys u with |t/b - u/b| <= 1 that no finer
 // level covers, |t/(b/2) - u/(b/2)| >= 2. In half-blocks of b/2 (h = t/(b/2), I = t/b) that is
@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "src/kernel/key_pattern.hpp"
+#include "src/kernel/block_mask.hpp"
 
 namespace seqattn::detail {
 
@@ -74,9 +74,9 @@ LevelLayout make_level_layout(std::int64_t len, std::int64_t block, bool paired)
 
 // The kernel's patterns: level 0 over `seq` rows; a paired level over its stored query rows;
 // a causal level over `seq` fine query rows, row i being coarse token i >> level.
-KeyPattern level0_pattern(std::int64_t seq, std::int64_t block);
-KeyPattern paired_pattern(const LevelLayout& layout);
-KeyPattern causal_pattern(const LevelLayout& layout, std::int64_t seq, std::int64_t level);
+RowKeyRanges level0_pattern(std::int64_t seq, std::int64_t block);
+RowKeyRanges paired_pattern(const LevelLayout& layout);
+RowKeyRanges causal_pattern(const LevelLayout& layout, std::int64_t seq, std::int64_t level);
 
 // Visited (query, key) pairs of one (batch, query head), counted in the units each level
 // attends in (fine rows at level 0, coarse or fine rows above), for Cost.

@@ -58,10 +58,10 @@ std::string describe(const ConcreteSpec& spec) {
 
 const VariantRow& linear_row() {
   static const VariantRow row{
-      .parameters = {{"feature_map", "elu1|relu|favor"},
+      .parameters = {{"feature_map", "elu1|relu|favor", ParameterKind::kName},
                      {"features", "FAVOR+ random features m (0 = D)"},
-                     {"seed", "FAVOR+ random matrix seed"},
-                     {"epsilon", "elu1/relu denominator guard"}},
+                     {"seed", "FAVOR+ random matrix seed", ParameterKind::kUnsigned},
+                     {"epsilon", "elu1/relu denominator guard", ParameterKind::kNumber}},
       .auto_may_choose = true,
       .apply = apply,
       .params_of = params_of,

@@ -7,7 +7,8 @@ namespace seqattn::detail {
 
 const VariantRow& linformer_row() {
   static const VariantRow row{
-      .parameters = {{"proj_len", "projected length k"}, {"seed", "random projection seed"}},
+      .parameters = {{"proj_len", "projected length k"},
+                     {"seed", "random projection seed", ParameterKind::kUnsigned}},
       .auto_may_choose = false,
       .apply =
           [](const ParamReader& params, ConcreteSpec& spec) {

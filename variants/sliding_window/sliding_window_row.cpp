@@ -8,7 +8,8 @@ const VariantRow& sliding_window_row() {
   static const VariantRow row{
       .parameters = {{"window", "keys on each side of the query (both reaches)"},
                      {"window_right", "keys on the right, after window (0 = causal)"},
-                     {"global_tokens", "global token positions, e.g. 0,1"}},
+                     {"global_tokens", "global token positions, e.g. 0,1",
+                      ParameterKind::kIntegers}},
       .auto_may_choose = true,
       .apply =
           [](const ParamReader& params, ConcreteSpec& spec) {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "src/kernel/block_mask.hpp"
 #include "src/kernel/flash_attention.hpp"
-#include "src/kernel/key_pattern.hpp"
 #include "src/kernel/softmax_attention_cost.hpp"
 #include "src/runtime/validate.hpp"
 #include "variants/registry.hpp"
@@ -39,6 +39,41 @@ double visible_keys(const Problem& p, const SlidingWindowSpec& spec,
   }
   return static_cast<double>(count);
 }
+
+// The window's key structure: row i sees the band [i' - left, i' + right] (i' = i + S_k - S_q)
+// clipped to [0, S_k); a global token is a query row that sees every key and a key column
+// every row sees. The kernel's block mask is derived from these rows (KeyStructure's default):
+// per query tile the band's edge tiles are partial, its middle full, global columns partial.
+class KeyBand final : public KeyStructure {
+ public:
+  // `globals` sorted, unique and non-negative.
+  KeyBand(const Problem& p, std::int64_t left, std::int64_t right,
+          const std::vector<std::int64_t>& globals)
+      : seq_k_(p.seq_k()), offset_(p.seq_k() - p.seq_q()) {
+    // Wider than both sequences is the same as unbounded; clamping keeps i' ± w from overflowing.
+    const std::int64_t widest = p.seq_q() + p.seq_k();
+    left_ = std::min(left, widest);
+    right_ = std::min(right, widest);
+    global_query_.assign(static_cast<size_t>(p.seq_q()), 0);
+    for (const std::int64_t g : globals) {
+      if (g < p.seq_q()) global_query_[static_cast<size_t>(g)] = 1;
+      if (g < p.seq_k()) columns_.push_back(g);
+    }
+  }
+
+  KeyRange row_keys(std::int64_t i) const override {
+    if (global_query_[static_cast<size_t>(i)] != 0) return {0, seq_k_};
+    const std::int64_t pos = i + offset_;
+    return {std::max<std::int64_t>(pos - left_, 0), std::min(pos + right_ + 1, seq_k_)};
+  }
+  const std::vector<std::int64_t>& columns() const override { return columns_; }
+  std::int64_t local_width() const override { return left_ + right_ + 1; }
+
+ private:
+  std::int64_t seq_k_, offset_, left_ = 0, right_ = 0;
+  std::vector<std::uint8_t> global_query_;  // [S_q]
+  std::vector<std::int64_t> columns_;       // global tokens < S_k
+};
 
 class SlidingWindowVariant final : public AttentionVariant {
  public:
@@ -79,27 +114,27 @@ class SlidingWindowVariant final : public AttentionVariant {
   }
 
   void run(const Problem& p, const VariantSpec& spec) const override {
-    softmax_forward(p, pattern_of(p, std::get<SlidingWindowSpec>(spec)));
+    softmax_forward(p, keys_of(p, std::get<SlidingWindowSpec>(spec)));
   }
 
   // The band and the global-token tables depend on the shape only: a plan builds them once.
   std::shared_ptr<const PreparedVariant> prepare(const Problem& p,
                                                  const VariantSpec& spec) const override {
-    return std::make_shared<Prepared>(pattern_of(p, std::get<SlidingWindowSpec>(spec)));
+    return std::make_shared<Prepared>(keys_of(p, std::get<SlidingWindowSpec>(spec)));
   }
 
  private:
-  static KeyPattern pattern_of(const Problem& p, const SlidingWindowSpec& w) {
-    return KeyPattern::sliding_window(p, w.left, w.right, sorted_unique(w.global_tokens));
+  static KeyBand keys_of(const Problem& p, const SlidingWindowSpec& w) {
+    return KeyBand(p, w.left, w.right, sorted_unique(w.global_tokens));
   }
 
   class Prepared final : public PreparedVariant {
    public:
-    explicit Prepared(KeyPattern pattern) : pattern_(std::move(pattern)) {}
-    void run(const Problem& p) const override { softmax_forward(p, pattern_); }
+    explicit Prepared(KeyBand keys) : keys_(std::move(keys)) {}
+    void run(const Problem& p) const override { softmax_forward(p, keys_); }
 
    private:
-    KeyPattern pattern_;
+    KeyBand keys_;
   };
 };
 

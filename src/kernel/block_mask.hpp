@@ -1,0 +1,117 @@
+// What a variant tells the tile kernel about which keys each query sees, in the form of
+// FlexAttention's block masks. The kernel hands the variant's KeyStructure its tile grid
+// (TileGrid, which differs per SIMD target) and gets back a BlockMask: for every query tile,
+// the key tiles to visit in increasing order, as runs that are each *full* (every row of the
+// query tile sees every key of the run) or *partial* (the row rule below decides per key).
+// The kernel knows no band, window or level: dense, sliding window and hierarchical attention
+// differ only in the KeyStructure they pass (AllKeys here, KeyBand and RowKeyRanges with their
+// variants).
+//
+// The row rule of a partial tile: row i sees the keys of its contiguous range row_keys(i) plus
+// the key columns every row sees (columns(), e.g. global tokens). The problem's own mask
+// (causal, key lengths, keep mask, bias) applies on top of the structure, at run time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace seqattn::detail {
+
+struct KeyRange {
+  std::int64_t lo = 0, hi = 0;  // [lo, hi); empty when hi <= lo
+  bool empty() const { return hi <= lo; }
+};
+
+// The kernel's tiling of one (batch, head): query tiles of `query_tile` rows, key tiles of
+// `key_tile` keys (the last of each may be partial).
+struct TileGrid {
+  std::int64_t query_tile = 1, key_tile = 1, seq_q = 0, seq_k = 0;
+  std::int64_t query_tiles() const { return (seq_q + query_tile - 1) / query_tile; }
+  std::int64_t key_tiles() const { return (seq_k + key_tile - 1) / key_tile; }
+};
+
+// Key tiles [first, last) of one query tile; `full`: no key of them is hidden by the structure.
+struct KeyRun {
+  std::int64_t first = 0, last = 0;
+  bool full = false;
+};
+
+// Per query tile qt, runs [offsets[qt], offsets[qt + 1]) of `runs`, increasing and disjoint.
+struct BlockMask {
+  TileGrid grid;
+  std::vector<std::int64_t> offsets;
+  std::vector<KeyRun> runs;
+
+  const KeyRun* begin(std::int64_t qt) const {
+    return runs.data() + offsets[static_cast<size_t>(qt)];
+  }
+  const KeyRun* end(std::int64_t qt) const {
+    return runs.data() + offsets[static_cast<size_t>(qt) + 1];
+  }
+};
+
+class KeyStructure {
+ public:
+  KeyStructure() = default;
+  KeyStructure(const KeyStructure&) = default;
+  KeyStructure(KeyStructure&&) = default;
+  KeyStructure& operator=(const KeyStructure&) = default;
+  KeyStructure& operator=(KeyStructure&&) = default;
+  virtual ~KeyStructure() = default;
+
+  // Row i's contiguous key range, in [0, S_k).
+  virtual KeyRange row_keys(std::int64_t i) const = 0;
+
+  // The rows as an array [S_q] when the structure stores them (else the kernel reads them
+  // into one of its own once per call).
+  virtual const KeyRange* row_table() const { return nullptr; }
+
+  // Keys every row sees besides its range, sorted and unique, each < S_k.
+  virtual const std::vector<std::int64_t>& columns() const;
+
+  // > 0: every row's range holds at most this many keys, except "wide" rows (a global query
+  // row, say). The kernel then streams the keys of long sequences through a ring of packed
+  // tiles (FlashForwardBanded) and runs the query tiles holding a wide row on a full copy.
+  // 0: rows may see any number of keys (dense); every key is packed up front.
+  virtual std::int64_t local_width() const { return 0; }
+
+  // The visiting plan for the kernel's grid. The default derives it from row_keys and
+  // columns (O(S_q + query tiles · columns)); a variant with a cheaper closed form overrides.
+  virtual BlockMask block_mask(const TileGrid& grid) const;
+
+  // Whether the structure alone lets query i see key j (the weights' row path).
+  bool allows(std::int64_t i, std::int64_t j) const;
+  bool is_column(std::int64_t j) const;
+  bool wide(std::int64_t i) const {
+    const KeyRange r = row_keys(i);
+    return local_width() > 0 && r.hi - r.lo > local_width();
+  }
+};
+
+// Dense attention's structure: every row sees every key; every run is full.
+class AllKeys final : public KeyStructure {
+ public:
+  explicit AllKeys(std::int64_t seq_k) : seq_k_(seq_k) {}
+  KeyRange row_keys(std::int64_t) const override { return {0, seq_k_}; }
+  BlockMask block_mask(const TileGrid& grid) const override;
+
+ private:
+  std::int64_t seq_k_;
+};
+
+// Hierarchical levels' structure: one explicit range per row, [lo[i], hi[i]).
+class RowKeyRanges final : public KeyStructure {
+ public:
+  RowKeyRanges() = default;  // no rows
+  RowKeyRanges(const std::vector<std::int64_t>& lo, const std::vector<std::int64_t>& hi);
+  KeyRange row_keys(std::int64_t i) const override { return rows_[static_cast<size_t>(i)]; }
+  const KeyRange* row_table() const override { return rows_.data(); }
+  std::int64_t local_width() const override { return width_; }
+
+ private:
+  std::vector<KeyRange> rows_;
+  std::int64_t width_ = 1;
+};
+
+}  // namespace seqattn::detail
