@@ -22,6 +22,7 @@
 #include "src/kernel/softmax_attention_cost.hpp"
 #include "src/runtime/checked_size.hpp"
 #include "src/runtime/positional.hpp"
+#include "src/runtime/scratch_floats.hpp"
 #include "src/runtime/validate.hpp"
 #include "variants/hierarchical/coarse_tokens.hpp"
 #include "variants/hierarchical/hierarchy.hpp"
@@ -89,18 +90,11 @@ Hierarchy make_hierarchy(const Problem& p, const HierarchicalSpec& s) {
 
 // Scratch floats left uninitialised: every element is written before it is read (dummy rows
 // included), and value-initialising them cost a memset and its page faults on every call.
-struct Floats {
-  std::unique_ptr<float[]> owned;
-  float* data() const { return owned.get(); }
-  float& operator[](size_t i) const { return owned[i]; }
-};
+// Large blocks are huge-page mappings (scratch_floats.hpp).
+using Floats = ScratchFloats;
 
 Floats uninitialised_floats(std::int64_t count, const std::string& argument) {
-  try {
-    return {std::unique_ptr<float[]>(new float[static_cast<size_t>(count)])};
-  } catch (const std::bad_alloc&) {
-  }
-  fail_allocation(argument, 4.0 * static_cast<double>(count));
+  return scratch_floats(count, argument);
 }
 
 // One (batch, kv head)'s coarse tokens and partial results, reused from pair to pair. Per
