@@ -9,26 +9,20 @@ from ._arrays import integer, lengths
 
 _I64 = (-2**63, 2**63 - 1)
 _U64 = (0, 2**64 - 1)
-_TABLE = None
+# {variant: {parameter: (kind, help)}}, and {parameter: kind} over every variant: read once.
+_TABLE = {variant: {name: (kind, text) for name, kind, text in parameters}
+          for variant, parameters in _seqattn.variant_parameters()}
+_KINDS = {}
+for _parameters in _TABLE.values():
+    for _name, (_kind, _) in _parameters.items():
+        _KINDS.setdefault(_name, _kind)
 
 
 def variant_parameters():
     """{variant: {parameter: (kind, help)}} from the compiled variant table, in its order.
 
     kind: "integer", "unsigned", "integers" (a sequence), "number" or "name"."""
-    global _TABLE
-    if _TABLE is None:
-        _TABLE = {variant: {name: (kind, text) for name, kind, text in parameters}
-                  for variant, parameters in _seqattn.variant_parameters()}
     return _TABLE
-
-
-def _kinds():
-    kinds = {}
-    for parameters in variant_parameters().values():
-        for name, (kind, _) in parameters.items():
-            kinds.setdefault(name, kind)
-    return kinds
 
 
 def _text(name, kind, value):
@@ -53,14 +47,13 @@ def _text(name, kind, value):
 def variant_params(params):
     """Keyword arguments (None = not given) → {parameter: text}. A keyword no variant takes is
     a TypeError; one the chosen variant does not take is the library's ValueError."""
-    kinds = _kinds()
     texts = {}
     for name, value in params.items():
-        if name not in kinds:
+        if name not in _KINDS:
             raise TypeError(f"unexpected keyword argument {name!r}: not an option nor a variant "
-                            f"parameter ({', '.join(kinds)})")
+                            f"parameter ({', '.join(_KINDS)})")
         if value is not None:
-            texts[name] = _text(name, kinds[name], value)
+            texts[name] = _text(name, _KINDS[name], value)
     return texts
 
 

@@ -57,16 +57,13 @@ AttentionOptions make_options(const std::string& variant, bool causal,
 
 // [(variant, [(parameter, kind, help), ...]), ...] in the table's order: the keyword arguments
 // the Python functions take and how they are typed.
-std::vector<std::pair<std::string, std::vector<std::tuple<std::string, std::string, std::string>>>>
-variant_parameters() {
-  std::vector<
-      std::pair<std::string, std::vector<std::tuple<std::string, std::string, std::string>>>>
-      table;
+using ParameterRows = std::vector<std::tuple<std::string, std::string, std::string>>;
+std::vector<std::pair<std::string, ParameterRows>> variant_parameters() {
+  std::vector<std::pair<std::string, ParameterRows>> table;
   for (const Variant v : concrete_variants()) {
-    table.push_back({std::string(to_string(v)), {}});
-    auto& row = table.back().second;
+    ParameterRows& rows = table.emplace_back(std::string(to_string(v)), ParameterRows{}).second;
     for (const ParameterInfo& p : parameters_of(v))
-      row.emplace_back(p.name, std::string(to_string(p.kind)), p.help);
+      rows.emplace_back(p.name, std::string(to_string(p.kind)), p.help);
   }
   return table;
 }

@@ -33,16 +33,6 @@ const std::vector<std::int64_t>& KeyStructure::columns() const {
   return none;
 }
 
-bool KeyStructure::is_column(std::int64_t j) const {
-  const std::vector<std::int64_t>& c = columns();
-  return std::binary_search(c.begin(), c.end(), j);
-}
-
-bool KeyStructure::allows(std::int64_t i, std::int64_t j) const {
-  const KeyRange r = row_keys(i);
-  return (j >= r.lo && j < r.hi) || is_column(j);
-}
-
 // Per query tile: the union of its rows' ranges, split into the tiles every row covers
 // whole (full) and the edge tiles around them (partial), with the column tiles outside the
 // union added as partial runs, in increasing order.

@@ -79,14 +79,6 @@ class KeyStructure {
   // The visiting plan for the kernel's grid. The default derives it from row_keys and
   // columns (O(S_q + query tiles · columns)); a variant with a cheaper closed form overrides.
   virtual BlockMask block_mask(const TileGrid& grid) const;
-
-  // Whether the structure alone lets query i see key j (the weights' row path).
-  bool allows(std::int64_t i, std::int64_t j) const;
-  bool is_column(std::int64_t j) const;
-  bool wide(std::int64_t i) const {
-    const KeyRange r = row_keys(i);
-    return local_width() > 0 && r.hi - r.lo > local_width();
-  }
 };
 
 // Dense attention's structure: every row sees every key; every run is full.

@@ -47,7 +47,7 @@ class TileVisibility {
     return r;
   }
 
-  // Row i is wider than the structure's local width (KeyStructure::wide).
+  // Row i's range holds more keys than the structure's local width (a global query row).
   bool wide(std::int64_t i) const {
     const KeyRange r = rows_[i];
     return local_width_ > 0 && r.hi - r.lo > local_width_;

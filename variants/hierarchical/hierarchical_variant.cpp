@@ -88,14 +88,10 @@ Hierarchy make_hierarchy(const Problem& p, const HierarchicalSpec& s) {
                       static_cast<double>(resolved_levels(s, p.seq_k()) + 2));
 }
 
-// Scratch floats left uninitialised: every element is written before it is read (dummy rows
-// included), and value-initialising them cost a memset and its page faults on every call.
-// Large blocks are huge-page mappings (scratch_floats.hpp).
+// Scratch floats (ScratchFloats, scratch_floats) are left uninitialised: every element is
+// written before it is read (dummy rows included), and value-initialising them cost a memset
+// and its page faults on every call. Large blocks are huge-page mappings.
 using Floats = ScratchFloats;
-
-Floats uninitialised_floats(std::int64_t count, const std::string& argument) {
-  return scratch_floats(count, argument);
-}
 
 // One (batch, kv head)'s coarse tokens and partial results, reused from pair to pair. Per
 // level l >= 1: keys and values (D + 1 and D_v columns) in the level's stored order from row
@@ -124,13 +120,13 @@ struct PairScratch {
     const std::string what = "hierarchical attention's coarse tokens";
     key_count = checked_vector<std::int64_t>(coarse, what);
     query_count = checked_vector<std::int64_t>(coarse, what);
-    k = uninitialised_floats(checked_product({slots, dim + 1}, "coarse keys"), what);
-    v = uninitialised_floats(checked_product({slots, dim_v}, "coarse values"), what);
-    q = uninitialised_floats(checked_product({group, query_rows, dim + 1}, "coarse queries"), what);
-    out = uninitialised_floats(checked_product({group, query_rows, dim_v}, "coarse results"), what);
-    lse = uninitialised_floats(group * query_rows, what);
+    k = scratch_floats(checked_product({slots, dim + 1}, "coarse keys"), what);
+    v = scratch_floats(checked_product({slots, dim_v}, "coarse values"), what);
+    q = scratch_floats(checked_product({group, query_rows, dim + 1}, "coarse queries"), what);
+    out = scratch_floats(checked_product({group, query_rows, dim_v}, "coarse results"), what);
+    lse = scratch_floats(group * query_rows, what);
     if (rope_of(p.positional.get()) != nullptr)
-      rotated = uninitialised_floats(checked_product({h.seq, dim}, "rotated rows"), what);
+      rotated = scratch_floats(checked_product({h.seq, dim}, "rotated rows"), what);
   }
   std::int64_t natural(std::int64_t l) const { return natural_at[static_cast<size_t>(l)]; }
   std::int64_t stored(std::int64_t l) const { return stored_at[static_cast<size_t>(l)]; }
@@ -366,7 +362,7 @@ void run_hierarchy(const Problem& p, const Hierarchy& h) {
     flash_forward(p, h.level0);
     return;
   }
-  const Floats lse0 = uninitialised_floats(
+  const Floats lse0 = scratch_floats(
       checked_product({p.batch(), p.heads_q(), h.seq}, "B x H_q x S (level-0 lse)"), "lse");
   run_pairs(p, h, lse0);
   if (!p.lse) return;

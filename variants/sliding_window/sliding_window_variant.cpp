@@ -21,25 +21,6 @@ std::vector<std::int64_t> sorted_unique(std::vector<std::int64_t> positions) {
   return positions;
 }
 
-// Number of keys row i sees through the pattern and the causal rule (key lengths and keep
-// masks are data, not structure, and are not counted — as for dense).
-double visible_keys(const Problem& p, const SlidingWindowSpec& spec,
-                    const std::vector<std::uint8_t>& global_query,
-                    const std::vector<std::int64_t>& global_keys, std::int64_t i) {
-  const std::int64_t pos = i + p.seq_k() - p.seq_q();
-  const std::int64_t limit = p.mask->causal ? std::min(pos + 1, p.seq_k()) : p.seq_k();
-  if (global_query[static_cast<size_t>(i)] != 0)
-    return static_cast<double>(std::max<std::int64_t>(limit, 0));
-  const std::int64_t widest = p.seq_q() + p.seq_k();  // clamp: no overflow for huge windows
-  const std::int64_t lo = std::max<std::int64_t>(pos - std::min(spec.left, widest), 0);
-  const std::int64_t hi = std::min(pos + std::min(spec.right, widest) + 1, limit);
-  std::int64_t count = std::max<std::int64_t>(hi - lo, 0);
-  for (const std::int64_t j : global_keys) {
-    if (j < limit && (j < lo || j >= hi)) ++count;
-  }
-  return static_cast<double>(count);
-}
-
 // The window's key structure: row i sees the band [i' - left, i' + right] (i' = i + S_k - S_q)
 // clipped to [0, S_k); a global token is a query row that sees every key and a key column
 // every row sees. The kernel's block mask is derived from these rows (KeyStructure's default):
@@ -75,6 +56,20 @@ class KeyBand final : public KeyStructure {
   std::vector<std::int64_t> columns_;       // global tokens < S_k
 };
 
+// Number of keys row i sees through the window's structure and the causal rule (key lengths
+// and keep masks are data, not structure, and are not counted — as for dense).
+double visible_keys(const Problem& p, const KeyBand& keys, std::int64_t i) {
+  const std::int64_t pos = i + p.seq_k() - p.seq_q();
+  const std::int64_t limit = p.mask->causal ? std::min(pos + 1, p.seq_k()) : p.seq_k();
+  const KeyRange range = keys.row_keys(i);
+  const std::int64_t lo = range.lo, hi = std::min(range.hi, limit);
+  std::int64_t count = std::max<std::int64_t>(hi - lo, 0);
+  for (const std::int64_t j : keys.columns()) {
+    if (j < limit && (j < lo || j >= hi)) ++count;
+  }
+  return static_cast<double>(count);
+}
+
 class SlidingWindowVariant final : public AttentionVariant {
  public:
   Variant id() const override { return Variant::kSlidingWindow; }
@@ -98,17 +93,9 @@ class SlidingWindowVariant final : public AttentionVariant {
   // [i' - left, i' + right] clipped to [0, S_k) (and to the causal limit when set), all keys
   // for global query rows, plus global key columns outside the band. Multiplied by B·H_q.
   Cost cost(const Problem& p, const VariantSpec& spec) const override {
-    const auto& w = std::get<SlidingWindowSpec>(spec);
-    const std::vector<std::int64_t> globals = sorted_unique(w.global_tokens);
-    std::vector<std::uint8_t> global_query(static_cast<size_t>(p.seq_q()), 0);
-    std::vector<std::int64_t> global_keys;
-    for (const std::int64_t g : globals) {
-      if (g < p.seq_q()) global_query[static_cast<size_t>(g)] = 1;
-      if (g < p.seq_k()) global_keys.push_back(g);
-    }
+    const KeyBand keys = keys_of(p, std::get<SlidingWindowSpec>(spec));
     double pairs = 0;
-    for (std::int64_t i = 0; i < p.seq_q(); ++i)
-      pairs += visible_keys(p, w, global_query, global_keys, i);
+    for (std::int64_t i = 0; i < p.seq_q(); ++i) pairs += visible_keys(p, keys, i);
     pairs *= static_cast<double>(p.batch() * p.heads_q());
     return softmax_attention_cost(p, pairs);
   }
