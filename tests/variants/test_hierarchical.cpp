@@ -133,6 +133,28 @@ TEST(Hierarchical, LongSequenceAndBlockOf64) {
   }
 }
 
+// Level 0 runs in windows of 1024 rows, each coarsened and its ready coarse blocks attended
+// right after: a block size that does not divide the window (blocks straddle windows at every
+// level), a key length ending inside a window, GQA, several batches.
+TEST(Hierarchical, WindowsWithBlocksThatStraddleThem) {
+  HierarchicalCase c;
+  c.batch = 2;
+  c.heads_q = 2;
+  c.heads_kv = 1;
+  c.seq = 3001;
+  c.dim = 8;
+  c.dim_v = 5;
+  c.key_lengths = {3001, 1777};
+  for (const std::int64_t block : {6, 22}) {
+    for (const bool causal : {false, true}) {
+      c.spec = {block, 0};
+      c.causal = causal;
+      c.layout = causal ? Layout::kBSHD : Layout::kBHSD;
+      expect_matches_reference(c, static_cast<std::uint32_t>(block + (causal ? 1 : 0)));
+    }
+  }
+}
+
 // Up to twice the block every pair is at level 0: the result is exact dense attention.
 TEST(Hierarchical, ShortSequencesAreExactAttention) {
   const OwnedTensor q = make_tensor(1, 2, 32, 8, Layout::kBHSD, 1);
@@ -200,9 +222,6 @@ TEST(Hierarchical, StoredOrderGivesEachRowOneRangeOfItsKeys) {
           ASSERT_LT(p, layout.key_rows);
           ASSERT_EQ(token_at[static_cast<size_t>(p)], -1) << "two tokens share a position";
           token_at[static_cast<size_t>(p)] = u;
-          if (layout.paired) {
-            EXPECT_EQ(layout.query_token[static_cast<size_t>(layout.query_at(u))], u);
-          }
         }
         EXPECT_EQ(layout.key_dummies.size(), static_cast<size_t>(layout.key_rows - len));
         for (std::int64_t t = 0; t < len; ++t) {
@@ -221,6 +240,49 @@ TEST(Hierarchical, StoredOrderGivesEachRowOneRangeOfItsKeys) {
           EXPECT_EQ(seen, expected)
               << "len=" << len << " b=" << block << " t=" << t << " causal=" << causal;
         }
+      }
+    }
+  }
+}
+
+// The non-causal schedule lists every coarse query of every level exactly once, each in a run
+// of consecutive rows whose keys (relative to the run's first key) stay inside the run's keys.
+TEST(Hierarchical, ScheduleListsEveryCoarseQueryOnce) {
+  for (const std::int64_t seq : {5, 1024, 3001, 9000}) {
+    for (const std::int64_t block : {2, 6, 64}) {
+      const std::int64_t levels = detail::levels_needed(seq, block);
+      std::vector<detail::LevelLayout> layouts;
+      for (std::int64_t l = 1; l <= levels; ++l)
+        layouts.push_back(detail::make_level_layout(detail::level_length(seq, l), block, true));
+      for (const std::int64_t window : {std::int64_t{1024}, seq}) {
+        const auto windows = detail::level0_windows(seq, block, window, false);
+        const std::int64_t window_levels =
+            window == seq ? levels : std::min<std::int64_t>(levels, 10);
+        const detail::CoarseSchedule s = detail::coarse_schedule(layouts, windows, window_levels);
+        ASSERT_EQ(s.segments.size(), windows.size() + 1);
+        std::vector<int> listed(static_cast<size_t>(s.rows), 0);
+        for (const auto& row : s.row) {
+          for (const std::int64_t r : row) {
+            ASSERT_GE(r, 0) << "S=" << seq << " b=" << block;
+            ASSERT_LT(r, s.rows);
+            ++listed[static_cast<size_t>(r)];
+          }
+        }
+        EXPECT_EQ(std::count(listed.begin(), listed.end(), 1), s.rows);
+        std::int64_t next = 0;
+        for (const auto& segment : s.segments) {
+          for (const detail::CoarseRun& run : segment) {
+            EXPECT_EQ(run.first_row, next) << "runs follow each other";
+            next += run.rows;
+            for (std::int64_t r = 0; r < run.rows; ++r) {
+              const detail::KeyRange keys = run.pattern.row_keys(r);
+              if (keys.empty()) continue;
+              EXPECT_GE(keys.lo, 0);
+              EXPECT_LE(keys.hi, run.keys);
+            }
+          }
+        }
+        EXPECT_EQ(next, s.rows);
       }
     }
   }

@@ -59,8 +59,29 @@ void write_log_counts(const std::int64_t* counts, std::int64_t rows, float scale
   }
 }
 
-void write_ones(std::int64_t rows, float* dst, std::int64_t ld, std::int64_t col) {
-  for (std::int64_t t = 0; t < rows; ++t) dst[t * ld + col] = 1.0f;
+void write_ones(std::int64_t rows, const RowTarget& dst, std::int64_t col) {
+  for (std::int64_t t = 0; t < rows; ++t) dst.row(t)[col] = 1.0f;
+}
+
+RowSource rows_from(const RowSource& src, std::int64_t first, std::int64_t end) {
+  RowSource part = src;
+  part.rows = end - first;
+  if (part.position != nullptr) {
+    part.position += first;
+  } else {
+    part.base += first * part.row_stride;
+  }
+  return part;
+}
+
+RowTarget rows_from(const RowTarget& dst, std::int64_t first) {
+  RowTarget part = dst;
+  if (part.position != nullptr) {
+    part.position += first;
+  } else {
+    part.base += first * part.ld;
+  }
+  return part;
 }
 
 void merge_partial(float* out_a, std::int64_t step_a, float& lse_a, const float* out_b, float lse_b,

@@ -34,8 +34,13 @@ void halve_rows(const RowSource& src, const std::int64_t* counts, std::int64_t v
 // columns of such a row are zeros).
 void write_log_counts(const std::int64_t* counts, std::int64_t rows, float scale,
                       const RowTarget& dst, std::int64_t col);
-// Column `col` of each of `rows` rows of dst = 1.
-void write_ones(std::int64_t rows, float* dst, std::int64_t ld, std::int64_t col);
+// Column `col` of rows [0, rows) of dst = 1.
+void write_ones(std::int64_t rows, const RowTarget& dst, std::int64_t col);
+
+// Rows [first, end) of src, and dst from its row `first`: a part of a pass (first even when it
+// is halved, so that pairs stay pairs).
+RowSource rows_from(const RowSource& src, std::int64_t first, std::int64_t end);
+RowTarget rows_from(const RowTarget& dst, std::int64_t first);
 
 // (out_a, lse_a) := the softmax result over the union of the key sets of a and b, which are
 // disjoint: weights exp(lse - max) renormalised. An empty side (lse = -inf) leaves the other

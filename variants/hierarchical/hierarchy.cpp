@@ -1,6 +1,7 @@
 #include "variants/hierarchical/hierarchy.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 namespace seqattn::detail {
@@ -52,16 +53,31 @@ RowKeyRanges level0_pattern(std::int64_t seq, std::int64_t block) {
   return pattern_of_rows(seq, [&](std::int64_t i) { return level0_range(i, block, seq); });
 }
 
+std::vector<Level0Window> level0_windows(std::int64_t seq, std::int64_t block,
+                                         std::int64_t window_rows, bool causal) {
+  std::vector<Level0Window> windows;
+  for (std::int64_t first = 0; first < seq; first += window_rows) {
+    Level0Window w;
+    w.first_row = first;
+    w.rows = std::min(window_rows, seq - first);
+    w.first_key = level0_range(first, block, seq).lo;
+    w.keys = level0_range(first + w.rows - 1, block, seq).hi - w.first_key;
+    w.pattern = pattern_of_rows(w.rows, [&](std::int64_t r) {
+      const std::int64_t i = first + r;
+      KeyRangeOfRow range = level0_range(i, block, seq);
+      if (causal) range.hi = std::min(range.hi, i + 1);
+      return KeyRangeOfRow{range.lo - w.first_key, range.hi - w.first_key};
+    });
+    windows.push_back(std::move(w));
+  }
+  return windows;
+}
+
 namespace {
 
 // Paired keys: even blocks first, each block's second half before its first.
 std::int64_t paired_key_slot(std::int64_t j, std::int64_t blocks) {
   return j % 2 == 0 ? j / 2 : (blocks + 1) / 2 + j / 2;
-}
-
-// Paired queries: odd blocks first (their keys sit in the even slots), then even blocks.
-std::int64_t paired_query_slot(std::int64_t i, std::int64_t blocks) {
-  return i % 2 == 1 ? i / 2 : blocks / 2 + i / 2;
 }
 
 // Positions [0, count) not in `used`.
@@ -83,22 +99,16 @@ LevelLayout make_level_layout(std::int64_t len, std::int64_t block, bool paired)
   l.block = block;
   l.blocks = (len + block - 1) / block;
   l.paired = paired;
-  l.key_rows = l.query_rows = paired ? l.blocks * block : len;
+  l.key_rows = paired ? l.blocks * block : len;
   if (!paired) return l;
   const std::int64_t half = block / 2;
   l.key_position.resize(static_cast<size_t>(len));
-  l.query_position.resize(static_cast<size_t>(len));
-  l.query_token.assign(static_cast<size_t>(l.query_rows), -1);
   for (std::int64_t u = 0; u < len; ++u) {
     const std::int64_t j = u / block, within = u % block;
     const std::int64_t swapped = within < half ? within + half : within - half;
     l.key_position[static_cast<size_t>(u)] = paired_key_slot(j, l.blocks) * block + swapped;
-    const std::int64_t q = paired_query_slot(j, l.blocks) * block + within;
-    l.query_position[static_cast<size_t>(u)] = q;
-    l.query_token[static_cast<size_t>(q)] = u;
   }
   l.key_dummies = unused_of(l.key_position, l.key_rows);
-  l.query_dummies = unused_of(l.query_position, l.query_rows);
   return l;
 }
 
@@ -117,15 +127,100 @@ KeyRangeOfRow LevelLayout::row_keys(std::int64_t t) const {
   return {lo, hi};
 }
 
-RowKeyRanges paired_pattern(const LevelLayout& layout) {
-  return pattern_of_rows(layout.query_rows, [&](std::int64_t r) {
-    const std::int64_t t = layout.query_token[static_cast<size_t>(r)];
-    return t < 0 ? KeyRangeOfRow{0, 0} : layout.row_keys(t);
-  });
+namespace {
+
+// Rows [first_row, first_row + lo.size()) with key ranges [lo, hi) (hi <= lo: none), absolute.
+CoarseRun run_of(std::int64_t first_row, std::vector<std::int64_t>& lo,
+                 std::vector<std::int64_t>& hi) {
+  CoarseRun run;
+  run.first_row = first_row;
+  run.rows = static_cast<std::int64_t>(lo.size());
+  std::int64_t first = std::numeric_limits<std::int64_t>::max(), last = 0;
+  for (size_t r = 0; r < lo.size(); ++r) {
+    if (hi[r] <= lo[r]) continue;
+    first = std::min(first, lo[r]);
+    last = std::max(last, hi[r]);
+  }
+  if (last == 0) first = 0;
+  run.first_key = first;
+  run.keys = last - first;
+  for (size_t r = 0; r < lo.size(); ++r) {
+    const bool empty = hi[r] <= lo[r];
+    lo[r] = empty ? 0 : lo[r] - first;
+    hi[r] = empty ? 0 : hi[r] - first;
+  }
+  run.pattern = RowKeyRanges(lo, hi);
+  return run;
 }
 
-RowKeyRanges causal_pattern(const LevelLayout& layout, std::int64_t seq, std::int64_t level) {
-  return pattern_of_rows(seq, [&](std::int64_t i) { return layout.row_keys(i >> level); });
+}  // namespace
+
+std::vector<std::int64_t> level_key_bases(const std::vector<LevelLayout>& layouts) {
+  std::vector<std::int64_t> base(layouts.size() + 1, 0);
+  for (size_t l = 0; l < layouts.size(); ++l) base[l + 1] = base[l] + layouts[l].key_rows;
+  return base;
+}
+
+CoarseSchedule coarse_schedule(const std::vector<LevelLayout>& layouts,
+                               const std::vector<Level0Window>& windows,
+                               std::int64_t window_levels) {
+  CoarseSchedule s;
+  const std::vector<std::int64_t> key_base = level_key_bases(layouts);
+  for (const LevelLayout& layout : layouts) s.row.emplace_back(layout.len, -1);
+  std::vector<CoarseRun> segment;
+  const auto add_blocks = [&](size_t level, std::int64_t from, std::int64_t to) {
+    const LevelLayout& layout = layouts[level];
+    for (const std::int64_t parity : {1, 0}) {
+      std::vector<std::int64_t> lo, hi;
+      const std::int64_t first = s.rows;
+      for (std::int64_t block = from; block < to; ++block) {
+        if (block % 2 != parity) continue;
+        const std::int64_t end = std::min((block + 1) * layout.block, layout.len);
+        for (std::int64_t t = block * layout.block; t < end; ++t) {
+          s.row[level][static_cast<size_t>(t)] = s.rows++;
+          const KeyRangeOfRow keys = layout.row_keys(t);
+          lo.push_back(key_base[level] + keys.lo);
+          hi.push_back(key_base[level] + keys.hi);
+        }
+      }
+      if (!lo.empty()) segment.push_back(run_of(first, lo, hi));
+    }
+  };
+  const auto close_segment = [&] {
+    s.segments.push_back(std::move(segment));
+    segment = {};
+  };
+  std::vector<std::int64_t> next(layouts.size(), 0);  // per level, the first block not listed
+  for (size_t w = 0; w < windows.size(); ++w) {
+    const std::int64_t end = windows[w].first_row + windows[w].rows;
+    for (std::int64_t l = 1; l <= window_levels; ++l) {
+      const auto level = static_cast<size_t>(l - 1);
+      const LevelLayout& layout = layouts[level];
+      // Block I is ready once block I + 1 is: the window ends on a multiple of 2^l (or the
+      // sequence), so its coarse tokens of level l are [0, end >> l).
+      const bool last = w + 1 == windows.size();
+      const std::int64_t ready =
+          last ? layout.blocks : std::max(next[level], (end >> l) / layout.block - 1);
+      add_blocks(level, next[level], ready);
+      next[level] = ready;
+    }
+    close_segment();
+  }
+  for (size_t level = static_cast<size_t>(window_levels); level < layouts.size(); ++level)
+    add_blocks(level, 0, layouts[level].blocks);
+  close_segment();
+  return s;
+}
+
+CoarseRun causal_run(const LevelLayout& layout, std::int64_t key_base, std::int64_t first,
+                     std::int64_t end, std::int64_t level) {
+  std::vector<std::int64_t> lo, hi;
+  for (std::int64_t i = first; i < end; ++i) {
+    const KeyRangeOfRow keys = layout.row_keys(i >> level);
+    lo.push_back(key_base + keys.lo);
+    hi.push_back(key_base + keys.hi);
+  }
+  return run_of(first, lo, hi);
 }
 
 double hierarchy_pairs(std::int64_t seq, std::int64_t block, std::int64_t levels, bool causal) {

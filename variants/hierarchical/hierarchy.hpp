@@ -41,42 +41,74 @@ inline std::int64_t level_length(std::int64_t seq, std::int64_t level) {
 // Level 0: row i sees blocks i/b - 1 .. i/b + 1 of a length-len sequence.
 KeyRangeOfRow level0_range(std::int64_t i, std::int64_t block, std::int64_t len);
 
+// Level 0 in windows of query rows (so that the coarsening that follows each window finds its
+// rows in cache): rows [first_row, first_row + rows) against keys [first_key, first_key +
+// keys), the pattern's ranges relative to first_key. A causal window cuts each range at the
+// row's own position (the kernel's causal flag would align the window's corners instead).
+struct Level0Window {
+  std::int64_t first_row = 0, rows = 0, first_key = 0, keys = 0;
+  RowKeyRanges pattern;
+};
+std::vector<Level0Window> level0_windows(std::int64_t seq, std::int64_t block,
+                                         std::int64_t window_rows, bool causal);
+
 // Level l >= 1: the keys coarse row t sees on one side, in coarse positions of a level of
 // length `len`.
 KeyRangeOfRow coarse_range(std::int64_t t, std::int64_t block, LevelSide side, std::int64_t len);
 
-// Where a level's coarse keys and coarse queries are stored. Causal levels keep the natural
-// order (a row sees only its left range, already contiguous) and their queries are the fine
-// rows. Non-causal levels are `paired` (see the top of this file): keys by block parity with
-// halves swapped, and query blocks reordered to match (odd blocks, then even ones, so that
-// consecutive stored query blocks see consecutive key slots and a kernel query tile visits a
-// few key tiles, not half the level). Positions of a partial last block that hold no token are
-// dummies: keys scoring -inf, query rows whose result is dropped.
+// Where a level's coarse keys are stored. Causal levels keep the natural order (a row sees
+// only its left range, already contiguous) and their queries are the fine rows. Non-causal
+// levels are `paired` (see the top of this file): keys by block parity with halves swapped.
+// Positions of a partial last block that hold no token are dummies, keys scoring -inf.
 struct LevelLayout {
   std::int64_t len = 0, block = 0, blocks = 0;
   bool paired = false;
-  std::int64_t key_rows = 0, query_rows = 0;  // stored positions, dummies included
-  std::vector<std::int64_t> key_position;     // [len] where token u's key is (paired only)
-  std::vector<std::int64_t> query_position;   // [len] where token t's query is (paired only)
-  std::vector<std::int64_t> key_dummies, query_dummies;
-  std::vector<std::int64_t> query_token;  // [query_rows] the token stored there, or -1
+  std::int64_t key_rows = 0;               // stored positions, dummies included
+  std::vector<std::int64_t> key_position;  // [len] where token u's key is (paired only)
+  std::vector<std::int64_t> key_dummies;
 
   std::int64_t key_at(std::int64_t u) const {
     return paired ? key_position[static_cast<size_t>(u)] : u;
-  }
-  std::int64_t query_at(std::int64_t t) const {
-    return paired ? query_position[static_cast<size_t>(t)] : t;
   }
   // The stored key positions coarse token t sees: both sides when paired, else the left side.
   KeyRangeOfRow row_keys(std::int64_t t) const;
 };
 LevelLayout make_level_layout(std::int64_t len, std::int64_t block, bool paired);
 
-// The kernel's patterns: level 0 over `seq` rows; a paired level over its stored query rows;
-// a causal level over `seq` fine query rows, row i being coarse token i >> level.
+// One kernel call over coarse keys: query rows [first_row, first_row + rows) against key rows
+// [first_key, first_key + keys) of the levels' common key rows, the pattern's ranges relative
+// to first_key. A call's keys are only those its rows visit: the kernel packs what lies
+// between a query tile's first and last key, and sizes its ring by that span.
+struct CoarseRun {
+  std::int64_t first_row = 0, rows = 0, first_key = 0, keys = 0;
+  RowKeyRanges pattern;
+};
+
+// Level 0's pattern over `seq` rows.
 RowKeyRanges level0_pattern(std::int64_t seq, std::int64_t block);
-RowKeyRanges paired_pattern(const LevelLayout& layout);
-RowKeyRanges causal_pattern(const LevelLayout& layout, std::int64_t seq, std::int64_t level);
+// Causal: fine query rows [first, end) against level `level`, whose keys start at row
+// key_base; row i sees coarse token (i >> level)'s left keys.
+CoarseRun causal_run(const LevelLayout& layout, std::int64_t key_base, std::int64_t first,
+                     std::int64_t end, std::int64_t level);
+
+// Non-causal coarse queries in the order level 0's windows make them ready, so that each
+// level's attention runs while its coarse tokens are still in cache instead of in a pass of
+// its own over the level. Levels store their keys one after another (level l from key_base[l -
+// 1]); after window w, whose rows coarsened levels 1..window_levels, segment w holds the query
+// blocks of those levels whose neighbour blocks are complete (every remaining one after the
+// last window); one more segment holds the levels above window_levels, coarsened after the
+// windows. Within a segment each level lists its odd blocks, then its even ones, so that
+// consecutive rows see consecutive key slots (see the top of this file); each level's odd and
+// even blocks are a kernel call (a run) of their own.
+struct CoarseSchedule {
+  std::vector<std::vector<std::int64_t>> row;    // [l - 1][t]: where level l's query t is
+  std::vector<std::vector<CoarseRun>> segments;  // one per window, then the levels above
+  std::int64_t rows = 0;
+};
+std::vector<std::int64_t> level_key_bases(const std::vector<LevelLayout>& layouts);
+CoarseSchedule coarse_schedule(const std::vector<LevelLayout>& layouts,
+                               const std::vector<Level0Window>& windows,
+                               std::int64_t window_levels);
 
 // Visited (query, key) pairs of one (batch, query head), counted in the units each level
 // attends in (fine rows at level 0, coarse or fine rows above), for Cost.
