@@ -288,6 +288,52 @@ TEST(Hierarchical, ScheduleListsEveryCoarseQueryOnce) {
   }
 }
 
+// In a ring of block slots (the levels the windows coarsen), a row's stored range still holds
+// exactly its coarse keys (the right block through the mirror of slot 0 when it wrapped), plus
+// dummies of the last block only.
+TEST(Hierarchical, RingSlotsGiveEachRowOneRangeOfItsKeys) {
+  using detail::LevelSide;
+  for (const std::int64_t len : {7, 64, 100, 333, 1000}) {
+    for (const std::int64_t block : {2, 6, 16}) {
+      for (const bool causal : {false, true}) {
+        for (const std::int64_t ring : {1, 2, 3, 5}) {
+          if (!causal && ring < 2) continue;  // paired rows read two blocks of a parity
+          const detail::LevelLayout layout = detail::make_level_layout(len, block, !causal, ring);
+          std::vector<std::int64_t> dummies = layout.key_dummies;
+          std::sort(dummies.begin(), dummies.end());
+          for (std::int64_t t = 0; t < len; ++t) {
+            std::vector<std::int64_t> expected;
+            for (const LevelSide side : {LevelSide::kLeft, LevelSide::kRight}) {
+              if (causal && side == LevelSide::kRight) continue;
+              const detail::KeyRangeOfRow r = detail::coarse_range(t, block, side, len);
+              for (std::int64_t u = r.lo; u < r.hi; ++u) expected.push_back(u);
+            }
+            const detail::KeyRangeOfRow stored = layout.row_keys(t);
+            const std::int64_t width = std::max<std::int64_t>(stored.hi - stored.lo, 0);
+            // The last block's empty positions count only where the row reads that block
+            // (in a ring, its slot holds other blocks at other times).
+            const std::int64_t I = t / block, last = layout.blocks - 1;
+            const bool reads_last = I - 1 == last || (!causal && I + 1 == last);
+            std::int64_t dummy_count = 0;
+            for (const std::int64_t d : dummies)
+              dummy_count += reads_last && d >= stored.lo && d < stored.hi;
+            EXPECT_EQ(width, static_cast<std::int64_t>(expected.size()) + dummy_count)
+                << "len=" << len << " b=" << block << " t=" << t << " ring=" << ring;
+            for (const std::int64_t u : expected) {
+              const std::int64_t at = layout.key_at(u), mirror = layout.key_mirror(u);
+              const bool inside = (at >= stored.lo && at < stored.hi) ||
+                                  (mirror >= stored.lo && mirror < stored.hi);
+              EXPECT_TRUE(inside) << "len=" << len << " b=" << block << " t=" << t << " u=" << u
+                                  << " ring=" << ring << " causal=" << causal;
+              EXPECT_LT(std::max(at, mirror), layout.key_rows);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // RoPE rotates q and k at their positions before any averaging: level 0 in the kernel, the
 // coarse levels' means taken over rotated rows. Both layouts, partial rotary, offset, scaling,
 // explicit positions, key lengths, GQA, causal or not.

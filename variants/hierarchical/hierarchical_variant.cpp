@@ -77,6 +77,26 @@ struct Hierarchy {
   std::vector<CoarseRun> causal_levels;
 };
 
+// The block slots level l keeps (LevelLayout::ring; 0 = every block). A level the windows
+// coarsen needs a block only until its neighbours' attention has run, at most a window later,
+// so it keeps a ring of the blocks a window makes plus a margin, and its keys and values stay
+// in cache instead of streaming through memory (kept whole, every level together was ~17 MB
+// per (batch, kv head) at S = 65536, D = 64, written and read back once each). With `span`
+// the level-l blocks a window covers, rounded up (each 2^l·b fine rows):
+//  - causal: block j is last read by the rows of block j + 1 (fine rows below (j + 2)·2^l·b)
+//    and its slot next written for block j + ring (from fine row (j + ring)·2^l·b), in a later
+//    window when (ring - 2)·2^l·b >= the window: ring >= span + 2;
+//  - paired: block j is last read by the run of block j + 1, after the window that completes
+//    block j + 2, and its slot next written for block j + 2·ring: (2·ring - 3)·2^l·b >= the
+//    window, ring >= (span + 3) / 2 rounded up.
+// One slot more than that minimum each (the tests fail with one slot less than it). The level
+// that the levels above the windows coarsen from keeps every block.
+std::int64_t ring_blocks(const Hierarchy& h, std::int64_t l, std::int64_t window_rows) {
+  if (l > h.window_levels || (l == h.window_levels && h.levels > h.window_levels)) return 0;
+  const std::int64_t span = window_rows / (h.block << l) + 1;
+  return h.causal ? span + 3 : (span + 4) / 2 + 1;
+}
+
 Hierarchy build_hierarchy(const Problem& p, const HierarchicalSpec& s) {
   Hierarchy h;
   h.block = s.block;
@@ -92,8 +112,10 @@ Hierarchy build_hierarchy(const Problem& p, const HierarchicalSpec& s) {
   const bool one_window = rope_of(p.positional.get()) != nullptr;
   h.windows = level0_windows(h.seq, h.block, one_window ? h.seq : kWindowRows, h.causal);
   h.window_levels = one_window ? h.levels : std::min(h.levels, kWindowLevels);
-  for (std::int64_t l = 1; l <= h.levels; ++l)
-    h.layouts.push_back(make_level_layout(level_length(h.seq, l), h.block, !h.causal));
+  for (std::int64_t l = 1; l <= h.levels; ++l) {
+    h.layouts.push_back(make_level_layout(level_length(h.seq, l), h.block, !h.causal,
+                                          ring_blocks(h, l, h.windows[0].rows)));
+  }
   h.key_base = level_key_bases(h.layouts);
   if (!h.causal) {
     h.schedule = coarse_schedule(h.layouts, h.windows, h.window_levels);
@@ -102,14 +124,16 @@ Hierarchy build_hierarchy(const Problem& p, const HierarchicalSpec& s) {
   for (const Level0Window& w : h.windows) {
     std::vector<CoarseRun>& levels = h.causal_windows.emplace_back();
     for (std::int64_t l = 1; l <= h.window_levels; ++l) {
-      levels.push_back(causal_run(h.layouts[static_cast<size_t>(l - 1)],
-                                  h.key_base[static_cast<size_t>(l - 1)], w.first_row,
-                                  w.first_row + w.rows, l));
+      for (CoarseRun& run : causal_runs(h.layouts[static_cast<size_t>(l - 1)],
+                                        h.key_base[static_cast<size_t>(l - 1)], w.first_row,
+                                        w.first_row + w.rows, l))
+        levels.push_back(std::move(run));
     }
   }
   for (std::int64_t l = h.window_levels + 1; l <= h.levels; ++l) {
-    h.causal_levels.push_back(causal_run(h.layouts[static_cast<size_t>(l - 1)],
-                                         h.key_base[static_cast<size_t>(l - 1)], 0, h.seq, l));
+    for (CoarseRun& run : causal_runs(h.layouts[static_cast<size_t>(l - 1)],
+                                      h.key_base[static_cast<size_t>(l - 1)], 0, h.seq, l))
+      h.causal_levels.push_back(std::move(run));
   }
   return h;
 }
@@ -175,7 +199,7 @@ struct PairScratch {
 };
 
 const std::int64_t* key_positions(const LevelLayout& layout) {
-  return layout.paired ? layout.key_position.data() : nullptr;
+  return layout.key_position.empty() ? nullptr : layout.key_position.data();
 }
 
 RowSource rows_of(const ConstTensor& t, std::int64_t b, std::int64_t h) {
@@ -238,6 +262,13 @@ void coarsen_key_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std:
   halve_rows(rows_from(keys, first, end), counts, len - first, k_dst, counts_out, p.threads);
   halve_rows(rows_from(values, first, end), counts, len - first, v_dst, nullptr, p.threads);
   write_log_counts(counts_out, out_rows, p.scale, k_dst, s.dim);
+  for (std::int64_t t = out_first; t < out_first + out_rows; ++t) {
+    const std::int64_t mirror = layout.key_mirror(t);
+    if (mirror < 0) continue;
+    const std::int64_t at = layout.key_at(t);
+    std::copy_n(s.keys(h, l) + at * ldk, ldk, s.keys(h, l) + mirror * ldk);
+    std::copy_n(s.values(h, l) + at * s.dim_v, s.dim_v, s.values(h, l) + mirror * s.dim_v);
+  }
 }
 
 // Level l's coarse queries of every head of pair (b, hk) from rows [first, end) of level
@@ -285,7 +316,8 @@ void coarsen_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std::int
 }
 
 // Stored key positions of each level that hold no token: zeros scoring -inf (last column).
-// Nothing coarsens into them, so they are written once per pair, before the levels.
+// They lie in the slot of a level's last block, which earlier blocks may have used (a ring):
+// written once the last window has coarsened, before any call reads the last block.
 void fill_key_dummies(const Hierarchy& h, PairScratch& s) {
   for (std::int64_t l = 1; l <= h.levels; ++l) {
     for (const std::int64_t d : h.layouts[static_cast<size_t>(l - 1)].key_dummies) {
@@ -397,7 +429,6 @@ void attend_causal_level(const Problem& p, const Hierarchy& h, std::int64_t b, s
 // from the one below, a pass each, and run after the windows.
 void run_pair(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t hk, PairScratch& s,
               const Floats& lse0) {
-  fill_key_dummies(h, s);
   for (size_t wi = 0; wi < h.windows.size(); ++wi) {
     const Level0Window& w = h.windows[wi];
     const std::int64_t end = w.first_row + w.rows;
@@ -405,6 +436,7 @@ void run_pair(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t
     if (h.causal) copy_query_rows(p, b, hk, w.first_row, end, s);
     for (std::int64_t l = 1; l <= h.window_levels; ++l)
       coarsen_rows(p, h, b, hk, l, w.first_row >> (l - 1), level_length(end, l - 1), s);
+    if (wi + 1 == h.windows.size()) fill_key_dummies(h, s);
     if (!h.causal) {
       for (const CoarseRun& run : h.schedule.segments[wi]) attend_coarse(p, run, s);
       continue;

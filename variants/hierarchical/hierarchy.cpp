@@ -73,56 +73,73 @@ std::vector<Level0Window> level0_windows(std::int64_t seq, std::int64_t block,
   return windows;
 }
 
-namespace {
-
-// Paired keys: even blocks first, each block's second half before its first.
-std::int64_t paired_key_slot(std::int64_t j, std::int64_t blocks) {
-  return j % 2 == 0 ? j / 2 : (blocks + 1) / 2 + j / 2;
-}
-
-// Positions [0, count) not in `used`.
-std::vector<std::int64_t> unused_of(const std::vector<std::int64_t>& used, std::int64_t count) {
-  std::vector<std::uint8_t> taken(static_cast<size_t>(count), 0);
-  for (const std::int64_t p : used) taken[static_cast<size_t>(p)] = 1;
-  std::vector<std::int64_t> free;
-  for (std::int64_t p = 0; p < count; ++p) {
-    if (taken[static_cast<size_t>(p)] == 0) free.push_back(p);
-  }
-  return free;
-}
-
-}  // namespace
-
-LevelLayout make_level_layout(std::int64_t len, std::int64_t block, bool paired) {
+LevelLayout make_level_layout(std::int64_t len, std::int64_t block, bool paired,
+                              std::int64_t ring) {
   LevelLayout l;
   l.len = len;
   l.block = block;
   l.blocks = (len + block - 1) / block;
   l.paired = paired;
-  l.key_rows = paired ? l.blocks * block : len;
-  if (!paired) return l;
-  const std::int64_t half = block / 2;
-  l.key_position.resize(static_cast<size_t>(len));
-  for (std::int64_t u = 0; u < len; ++u) {
-    const std::int64_t j = u / block, within = u % block;
-    const std::int64_t swapped = within < half ? within + half : within - half;
-    l.key_position[static_cast<size_t>(u)] = paired_key_slot(j, l.blocks) * block + swapped;
+  const std::int64_t per_region = paired ? (l.blocks + 1) / 2 : l.blocks;
+  l.ring = ring > 0 && ring < per_region ? ring : 0;
+  if (l.ring == 0) {
+    l.key_rows = paired ? l.blocks * block : len;
+  } else {
+    l.key_rows = paired ? 2 * (l.ring + 1) * block : l.ring * block;
   }
-  l.key_dummies = unused_of(l.key_position, l.key_rows);
+  if (!paired && l.ring == 0) return l;
+  const std::int64_t half = block / 2;
+  const auto at = [&](std::int64_t u) {
+    const std::int64_t within = u % block;
+    if (!paired) return l.slot_of(u / block) + within;
+    return l.slot_of(u / block) + (within < half ? within + half : within - half);
+  };
+  l.key_position.resize(static_cast<size_t>(len));
+  for (std::int64_t u = 0; u < len; ++u) l.key_position[static_cast<size_t>(u)] = at(u);
+  if (!paired) return l;
+  // The last block's positions past the last token (and their mirror): dummies.
+  for (std::int64_t u = len; u < l.blocks * block; ++u) {
+    l.key_dummies.push_back(at(u));
+    const std::int64_t j = u / block;
+    if (l.ring_wraps_at(j)) l.key_dummies.push_back(at(u) + l.ring * block);
+  }
   return l;
 }
 
+std::int64_t LevelLayout::slot_of(std::int64_t j) const {
+  if (!paired) return (ring == 0 ? j : j % ring) * block;
+  const std::int64_t k = j / 2;
+  if (ring == 0) return (j % 2 == 0 ? k : (blocks + 1) / 2 + k) * block;
+  return ((j % 2) * (ring + 1) + k % ring) * block;
+}
+
+bool LevelLayout::ring_wraps_at(std::int64_t j) const {
+  return ring != 0 && (paired ? j / 2 : j) % ring == 0;
+}
+
+std::int64_t LevelLayout::key_mirror(std::int64_t u) const {
+  const std::int64_t j = u / block;
+  if (!paired || !ring_wraps_at(j)) return -1;
+  return key_at(u) + ring * block;
+}
+
 KeyRangeOfRow LevelLayout::row_keys(std::int64_t t) const {
-  if (!paired) return coarse_range(t, block, LevelSide::kLeft, len);
+  if (!paired) {
+    const KeyRangeOfRow r = coarse_range(t, block, LevelSide::kLeft, len);
+    if (r.hi <= r.lo) return {0, 0};
+    const std::int64_t j = r.lo / block;  // the left range lies inside one block
+    return {slot_of(j) + r.lo - j * block, slot_of(j) + r.hi - j * block};
+  }
   const std::int64_t half = block / 2, I = t / block, odd = (t / half) % 2;
-  const auto base = [&](std::int64_t j) { return paired_key_slot(j, blocks) * block; };
   const bool left = I >= 1, right = I + 1 < blocks;
   // Left: half 2I-2 (stored second) for an even half, both halves for an odd one.
   // Right: both halves for an even half, half 2I+3 (stored first) for an odd one.
-  // With both sides, base(I + 1) = base(I - 1) + block: one range.
-  const std::int64_t lo = left ? base(I - 1) + (odd != 0 ? 0 : half) : right ? base(I + 1) : 0;
-  const std::int64_t hi = right  ? base(I + 1) + (odd != 0 ? half : block)
-                          : left ? base(I - 1) + block
+  // With both sides block I + 1 sits right after block I - 1 (in the mirror if it wrapped to
+  // slot 0): one range.
+  const std::int64_t right_base = left ? slot_of(I - 1) + block : slot_of(I + 1);
+  const std::int64_t lo = left ? slot_of(I - 1) + (odd != 0 ? 0 : half) : right ? right_base : 0;
+  const std::int64_t hi = right  ? right_base + (odd != 0 ? half : block)
+                          : left ? slot_of(I - 1) + block
                                  : 0;
   return {lo, hi};
 }
@@ -172,9 +189,15 @@ CoarseSchedule coarse_schedule(const std::vector<LevelLayout>& layouts,
     const LevelLayout& layout = layouts[level];
     for (const std::int64_t parity : {1, 0}) {
       std::vector<std::int64_t> lo, hi;
-      const std::int64_t first = s.rows;
+      std::int64_t first = s.rows;
       for (std::int64_t block = from; block < to; ++block) {
         if (block % 2 != parity) continue;
+        if (block >= 1 && layout.ring_wraps_at(block - 1) && !lo.empty()) {
+          segment.push_back(run_of(first, lo, hi));  // its keys restart at slot 0
+          lo.clear();
+          hi.clear();
+          first = s.rows;
+        }
         const std::int64_t end = std::min((block + 1) * layout.block, layout.len);
         for (std::int64_t t = block * layout.block; t < end; ++t) {
           s.row[level][static_cast<size_t>(t)] = s.rows++;
@@ -212,15 +235,26 @@ CoarseSchedule coarse_schedule(const std::vector<LevelLayout>& layouts,
   return s;
 }
 
-CoarseRun causal_run(const LevelLayout& layout, std::int64_t key_base, std::int64_t first,
-                     std::int64_t end, std::int64_t level) {
+std::vector<CoarseRun> causal_runs(const LevelLayout& layout, std::int64_t key_base,
+                                   std::int64_t first, std::int64_t end, std::int64_t level) {
+  std::vector<CoarseRun> runs;
   std::vector<std::int64_t> lo, hi;
+  std::int64_t run_first = first, last_block = -1;
   for (std::int64_t i = first; i < end; ++i) {
-    const KeyRangeOfRow keys = layout.row_keys(i >> level);
+    const std::int64_t t = i >> level, left = t / layout.block - 1;  // the block it sees
+    if (left != last_block && left >= 0 && layout.ring_wraps_at(left) && !lo.empty()) {
+      runs.push_back(run_of(run_first, lo, hi));
+      lo.clear();
+      hi.clear();
+      run_first = i;
+    }
+    last_block = left;
+    const KeyRangeOfRow keys = layout.row_keys(t);
     lo.push_back(key_base + keys.lo);
     hi.push_back(key_base + keys.hi);
   }
-  return run_of(first, lo, hi);
+  if (!lo.empty()) runs.push_back(run_of(run_first, lo, hi));
+  return runs;
 }
 
 double hierarchy_pairs(std::int64_t seq, std::int64_t block, std::int64_t levels, bool causal) {

@@ -60,20 +60,37 @@ KeyRangeOfRow coarse_range(std::int64_t t, std::int64_t block, LevelSide side, s
 // only its left range, already contiguous) and their queries are the fine rows. Non-causal
 // levels are `paired` (see the top of this file): keys by block parity with halves swapped.
 // Positions of a partial last block that hold no token are dummies, keys scoring -inf.
+//
+// A level may keep only its last few blocks, in a ring of block slots (per parity when
+// paired): block j takes slot (j / 2) mod ring of its parity (j mod ring unpaired), so a slot
+// is reused `ring` blocks of that parity later. A paired ring has one more slot per parity
+// that mirrors slot 0, so that blocks I-1 and I+1 are adjacent even when I+1 wraps to slot 0;
+// a kernel call whose keys would run on past the mirror starts a new call (slot_of says where
+// each block is, and ring_wraps_at whether a call must break before a block).
 struct LevelLayout {
   std::int64_t len = 0, block = 0, blocks = 0;
   bool paired = false;
-  std::int64_t key_rows = 0;               // stored positions, dummies included
-  std::vector<std::int64_t> key_position;  // [len] where token u's key is (paired only)
-  std::vector<std::int64_t> key_dummies;
+  std::int64_t ring = 0;                   // slots per parity (paired) or in all; 0: every block
+  std::int64_t key_rows = 0;               // stored positions, dummies and mirrors included
+  std::vector<std::int64_t> key_position;  // [len] where token u's key is (empty: at u)
+  std::vector<std::int64_t> key_dummies;   // positions of the last block's slot with no token
 
   std::int64_t key_at(std::int64_t u) const {
-    return paired ? key_position[static_cast<size_t>(u)] : u;
+    return key_position.empty() ? u : key_position[static_cast<size_t>(u)];
   }
+  // The mirror of token u's key (a paired ring's copy of slot 0), or -1.
+  std::int64_t key_mirror(std::int64_t u) const;
+  // The stored position of block j's first row (slot start).
+  std::int64_t slot_of(std::int64_t j) const;
+  // Whether block j sits in slot 0 of a ring that wraps (a call reading keys in order cannot
+  // go from the block before it to block j).
+  bool ring_wraps_at(std::int64_t j) const;
   // The stored key positions coarse token t sees: both sides when paired, else the left side.
   KeyRangeOfRow row_keys(std::int64_t t) const;
 };
-LevelLayout make_level_layout(std::int64_t len, std::int64_t block, bool paired);
+// ring = 0, or at least as many slots as the level has blocks (of a parity): every block.
+LevelLayout make_level_layout(std::int64_t len, std::int64_t block, bool paired,
+                              std::int64_t ring = 0);
 
 // One kernel call over coarse keys: query rows [first_row, first_row + rows) against key rows
 // [first_key, first_key + keys) of the levels' common key rows, the pattern's ranges relative
@@ -87,9 +104,10 @@ struct CoarseRun {
 // Level 0's pattern over `seq` rows.
 RowKeyRanges level0_pattern(std::int64_t seq, std::int64_t block);
 // Causal: fine query rows [first, end) against level `level`, whose keys start at row
-// key_base; row i sees coarse token (i >> level)'s left keys.
-CoarseRun causal_run(const LevelLayout& layout, std::int64_t key_base, std::int64_t first,
-                     std::int64_t end, std::int64_t level);
+// key_base; row i sees coarse token (i >> level)'s left keys. More than one call where the
+// keys wrap around the level's ring.
+std::vector<CoarseRun> causal_runs(const LevelLayout& layout, std::int64_t key_base,
+                                   std::int64_t first, std::int64_t end, std::int64_t level);
 
 // Non-causal coarse queries in the order level 0's windows make them ready, so that each
 // level's attention runs while its coarse tokens are still in cache instead of in a pass of
