@@ -250,39 +250,52 @@ TEST(Hierarchical, StoredOrderGivesEachRowOneRangeOfItsKeys) {
 TEST(Hierarchical, ScheduleListsEveryCoarseQueryOnce) {
   for (const std::int64_t seq : {5, 1024, 3001, 9000}) {
     for (const std::int64_t block : {2, 6, 64}) {
-      const std::int64_t levels = detail::levels_needed(seq, block);
-      std::vector<detail::LevelLayout> layouts;
-      for (std::int64_t l = 1; l <= levels; ++l)
-        layouts.push_back(detail::make_level_layout(detail::level_length(seq, l), block, true));
-      for (const std::int64_t window : {std::int64_t{1024}, seq}) {
-        const auto windows = detail::level0_windows(seq, block, window, false);
-        const std::int64_t window_levels =
-            window == seq ? levels : std::min<std::int64_t>(levels, 10);
-        const detail::CoarseSchedule s = detail::coarse_schedule(layouts, windows, window_levels);
-        ASSERT_EQ(s.segments.size(), windows.size() + 1);
-        std::vector<int> listed(static_cast<size_t>(s.rows), 0);
-        for (const auto& row : s.row) {
-          for (const std::int64_t r : row) {
-            ASSERT_GE(r, 0) << "S=" << seq << " b=" << block;
-            ASSERT_LT(r, s.rows);
-            ++listed[static_cast<size_t>(r)];
-          }
+      for (const std::int64_t ring : {0, 2, 3}) {
+        const std::int64_t levels = detail::levels_needed(seq, block);
+        std::vector<detail::LevelLayout> layouts;
+        for (std::int64_t l = 1; l <= levels; ++l) {
+          layouts.push_back(
+              detail::make_level_layout(detail::level_length(seq, l), block, true, ring));
         }
-        EXPECT_EQ(std::count(listed.begin(), listed.end(), 1), s.rows);
-        std::int64_t next = 0;
-        for (const auto& segment : s.segments) {
-          for (const detail::CoarseRun& run : segment) {
-            EXPECT_EQ(run.first_row, next) << "runs follow each other";
-            next += run.rows;
-            for (std::int64_t r = 0; r < run.rows; ++r) {
-              const detail::KeyRange keys = run.pattern.row_keys(r);
-              if (keys.empty()) continue;
-              EXPECT_GE(keys.lo, 0);
-              EXPECT_LE(keys.hi, run.keys);
+        const std::vector<std::int64_t> key_base = detail::level_key_bases(layouts);
+        for (const std::int64_t window : {std::int64_t{1024}, seq}) {
+          const auto windows = detail::level0_windows(seq, block, window, false);
+          const std::int64_t window_levels =
+              window == seq ? levels : std::min<std::int64_t>(levels, 10);
+          const detail::CoarseSchedule s = detail::coarse_schedule(layouts, windows, window_levels);
+          ASSERT_EQ(s.segments.size(), windows.size() + 1);
+          // Each schedule row: the run holding it, and the query row the run reads for it.
+          std::vector<std::int64_t> query_of(static_cast<size_t>(s.rows), -1);
+          std::int64_t next = 0;
+          for (const auto& segment : s.segments) {
+            for (const detail::CoarseRun& run : segment) {
+              EXPECT_EQ(run.first_row, next) << "runs follow each other";
+              for (std::int64_t r = 0; r < run.rows; ++r) {
+                query_of[static_cast<size_t>(next + r)] = run.first_query + r;
+                const detail::KeyRange keys = run.pattern.row_keys(r);
+                if (keys.empty()) continue;
+                EXPECT_GE(keys.lo, 0);
+                EXPECT_LE(keys.hi, run.keys);
+              }
+              next += run.rows;
             }
           }
+          EXPECT_EQ(next, s.rows);
+          std::vector<int> listed(static_cast<size_t>(s.rows), 0);
+          for (size_t level = 0; level < s.row.size(); ++level) {
+            for (size_t t = 0; t < s.row[level].size(); ++t) {
+              const std::int64_t r = s.row[level][t];
+              ASSERT_GE(r, 0) << "S=" << seq << " b=" << block;
+              ASSERT_LT(r, s.rows);
+              ++listed[static_cast<size_t>(r)];
+              EXPECT_EQ(query_of[static_cast<size_t>(r)],
+                        key_base[level] + layouts[level].query_at(static_cast<std::int64_t>(t)))
+                  << "S=" << seq << " b=" << block << " ring=" << ring << " l=" << level + 1
+                  << " t=" << t;
+            }
+          }
+          EXPECT_EQ(std::count(listed.begin(), listed.end(), 1), s.rows);
         }
-        EXPECT_EQ(next, s.rows);
       }
     }
   }

@@ -158,11 +158,12 @@ using Floats = ScratchFloats;
 
 // One (batch, kv head)'s coarse tokens and partial results, reused from pair to pair. Keys
 // and values (D + 1 and D_v columns) of level l from row h.key_base[l - 1], in its stored
-// order; counts in natural order from row natural(l); per head of the group a block of
-// query_rows rows of queries and results: the coarse queries in schedule order, or (causal)
-// the fine queries, rows [0, S), shared by every level.
+// order (LevelLayout); counts in natural order from row natural(l). Per head of the group:
+// query_rows rows of queries, the coarse ones stored like the keys (query_at), or (causal)
+// the fine queries, rows [0, S), shared by every level; result_rows rows of results and lse,
+// in schedule order (causal: the fine rows).
 struct PairScratch {
-  std::int64_t group = 0, dim = 0, dim_v = 0, query_rows = 0;
+  std::int64_t group = 0, dim = 0, dim_v = 0, query_rows = 0, result_rows = 0;
   std::vector<std::int64_t> natural_at, key_count, query_count;
   Floats k, v, q, out, lse;
   Floats rotated;  // with RoPE: one head's rotated keys or queries [S, D], the level-1 source
@@ -176,15 +177,16 @@ struct PairScratch {
     }
     const std::int64_t coarse = natural(h.levels + 1);
     const std::int64_t slots = h.key_base[static_cast<size_t>(h.levels)];
-    query_rows = h.causal ? h.seq : h.schedule.rows;
+    query_rows = h.causal ? h.seq : slots;
+    result_rows = h.causal ? h.seq : h.schedule.rows;
     const std::string what = "hierarchical attention's coarse tokens";
     key_count = checked_vector<std::int64_t>(coarse, what);
     query_count = checked_vector<std::int64_t>(coarse, what);
     k = scratch_floats(checked_product({slots, dim + 1}, "coarse keys"), what);
     v = scratch_floats(checked_product({slots, dim_v}, "coarse values"), what);
     q = scratch_floats(checked_product({group, query_rows, dim + 1}, "coarse queries"), what);
-    out = scratch_floats(checked_product({group, query_rows, dim_v}, "coarse results"), what);
-    lse = scratch_floats(group * query_rows, what);
+    out = scratch_floats(checked_product({group, result_rows, dim_v}, "coarse results"), what);
+    lse = scratch_floats(group * result_rows, what);
     if (rope_of(p.positional.get()) != nullptr)
       rotated = scratch_floats(checked_product({h.seq, dim}, "rotated rows"), what);
   }
@@ -200,6 +202,9 @@ struct PairScratch {
 
 const std::int64_t* key_positions(const LevelLayout& layout) {
   return layout.key_position.empty() ? nullptr : layout.key_position.data();
+}
+const std::int64_t* query_positions(const LevelLayout& layout) {
+  return layout.query_position.empty() ? nullptr : layout.query_position.data();
 }
 
 RowSource rows_of(const ConstTensor& t, std::int64_t b, std::int64_t h) {
@@ -272,12 +277,11 @@ void coarsen_key_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std:
 }
 
 // Level l's coarse queries of every head of pair (b, hk) from rows [first, end) of level
-// l - 1 (non-causal), at their schedule rows, with a last column of 1.
+// l - 1 (non-causal), stored like the level's keys, with a last column of 1.
 void coarsen_query_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t hk,
                         std::int64_t l, std::int64_t first, std::int64_t end, PairScratch& s) {
-  const LevelLayout& below = h.layouts[static_cast<size_t>(std::max<std::int64_t>(l - 2, 0))];
+  const LevelLayout& layout = h.layouts[static_cast<size_t>(l - 1)];
   const std::int64_t ldq = s.dim + 1, out_first = first / 2, out_rows = (end - first + 1) / 2;
-  const std::int64_t* at = h.schedule.row[static_cast<size_t>(l - 1)].data();
   for (std::int64_t g = 0; g < s.group; ++g) {
     const std::int64_t head = hk * s.group + g;
     RowSource src = fine_rows(p, p.q, b, head, s);
@@ -285,11 +289,19 @@ void coarsen_query_rows(const Problem& p, const Hierarchy& h, std::int64_t b, st
     if (l == 1) {
       rotate_rows(p, p.q, RopeSide::kQuery, b, head, first, end, s);
     } else {
-      src = {s.queries(g), below.len, s.dim,
-             ldq,          1,         h.schedule.row[static_cast<size_t>(l - 2)].data()};
+      const LevelLayout& below = h.layouts[static_cast<size_t>(l - 2)];
+      src = {s.queries(g) + h.key_base[static_cast<size_t>(l - 2)] * ldq,
+             below.len,
+             s.dim,
+             ldq,
+             1,
+             query_positions(below)};
       counts = s.query_count.data() + s.natural(l - 1) + first;
     }
-    const RowTarget dst = rows_from(RowTarget{s.queries(g), ldq, at}, out_first);
+    const RowTarget dst =
+        rows_from(RowTarget{s.queries(g) + h.key_base[static_cast<size_t>(l - 1)] * ldq, ldq,
+                            query_positions(layout)},
+                  out_first);
     halve_rows(rows_from(src, first, end), counts, h.seq - first, dst,
                s.query_count.data() + s.natural(l) + out_first, p.threads);
     write_ones(out_rows, dst, s.dim);
@@ -337,7 +349,7 @@ void attend_coarse(const Problem& p, const CoarseRun& run, PairScratch& s) {
   const std::int64_t ld = s.dim + 1;
   if (run.keys == 0) {
     for (std::int64_t g = 0; g < s.group; ++g) {
-      const std::int64_t first = g * s.query_rows + run.first_row;
+      const std::int64_t first = g * s.result_rows + run.first_row;
       std::fill_n(s.lse.data() + first, run.rows, kNegInf);
       std::fill_n(s.out.data() + first * s.dim_v, run.rows * s.dim_v, 0.0f);
     }
@@ -346,13 +358,13 @@ void attend_coarse(const Problem& p, const CoarseRun& run, PairScratch& s) {
   static const Mask kNoMask;
   Problem c = p;
   const std::array<std::int64_t, 4> q_strides{0, s.query_rows * ld, ld, 1};
-  c.q = ConstTensor{s.q.data() + run.first_row * ld, {1, s.group, run.rows, ld}, q_strides};
+  c.q = ConstTensor{s.q.data() + run.first_query * ld, {1, s.group, run.rows, ld}, q_strides};
   c.k = bhsd<const float>(s.k.data() + run.first_key * ld, 1, 1, run.keys, ld);
   c.v = bhsd<const float>(s.v.data() + run.first_key * s.dim_v, 1, 1, run.keys, s.dim_v);
-  const std::array<std::int64_t, 4> out_strides{0, s.query_rows * s.dim_v, s.dim_v, 1};
+  const std::array<std::int64_t, 4> out_strides{0, s.result_rows * s.dim_v, s.dim_v, 1};
   c.out =
       Tensor{s.out.data() + run.first_row * s.dim_v, {1, s.group, run.rows, s.dim_v}, out_strides};
-  c.lse = Tensor{s.lse.data() + run.first_row, {1, s.group, run.rows, 1}, {0, s.query_rows, 1, 1}};
+  c.lse = Tensor{s.lse.data() + run.first_row, {1, s.group, run.rows, 1}, {0, s.result_rows, 1, 1}};
   c.mask = &kNoMask;
   c.weights.reset();
   c.positional.reset();
@@ -366,7 +378,7 @@ void merge_coarse_levels(const Hierarchy& h, PairScratch& s) {
     const std::vector<std::int64_t>& row = h.schedule.row[static_cast<size_t>(l - 1)];
     const std::vector<std::int64_t>& up = h.schedule.row[static_cast<size_t>(l)];
     for (std::int64_t g = 0; g < s.group; ++g) {
-      const std::int64_t base = g * s.query_rows;
+      const std::int64_t base = g * s.result_rows;
       for (size_t t = 0; t < row.size(); ++t) {
         const std::int64_t r = base + row[t], parent = base + up[t / 2];
         merge_partial(s.out.data() + r * s.dim_v, 1, s.lse[static_cast<size_t>(r)],
@@ -387,7 +399,7 @@ void merge_into_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std::
   for (std::int64_t i = first; i < end; ++i) {
     for (std::int64_t g = 0; g < s.group; ++g) {
       const std::int64_t head = hk * s.group + g;
-      const std::int64_t r = g * s.query_rows + (h.causal ? i : h.schedule.row[0][i / 2]);
+      const std::int64_t r = g * s.result_rows + (h.causal ? i : h.schedule.row[0][i / 2]);
       float& lse = lse0[static_cast<size_t>((b * p.heads_q() + head) * h.seq + i)];
       merge_partial(p.out.ptr(b, head, i), step, lse, s.out.data() + r * s.dim_v,
                     s.lse[static_cast<size_t>(r)], s.dim_v);

@@ -97,6 +97,9 @@ LevelLayout make_level_layout(std::int64_t len, std::int64_t block, bool paired,
   l.key_position.resize(static_cast<size_t>(len));
   for (std::int64_t u = 0; u < len; ++u) l.key_position[static_cast<size_t>(u)] = at(u);
   if (!paired) return l;
+  l.query_position.resize(static_cast<size_t>(len));
+  for (std::int64_t t = 0; t < len; ++t)
+    l.query_position[static_cast<size_t>(t)] = l.slot_of(t / block) + t % block;
   // The last block's positions past the last token (and their mirror): dummies.
   for (std::int64_t u = len; u < l.blocks * block; ++u) {
     l.key_dummies.push_back(at(u));
@@ -147,10 +150,11 @@ KeyRangeOfRow LevelLayout::row_keys(std::int64_t t) const {
 namespace {
 
 // Rows [first_row, first_row + lo.size()) with key ranges [lo, hi) (hi <= lo: none), absolute.
-CoarseRun run_of(std::int64_t first_row, std::vector<std::int64_t>& lo,
+CoarseRun run_of(std::int64_t first_row, std::int64_t first_query, std::vector<std::int64_t>& lo,
                  std::vector<std::int64_t>& hi) {
   CoarseRun run;
   run.first_row = first_row;
+  run.first_query = first_query;
   run.rows = static_cast<std::int64_t>(lo.size());
   std::int64_t first = std::numeric_limits<std::int64_t>::max(), last = 0;
   for (size_t r = 0; r < lo.size(); ++r) {
@@ -189,14 +193,20 @@ CoarseSchedule coarse_schedule(const std::vector<LevelLayout>& layouts,
     const LevelLayout& layout = layouts[level];
     for (const std::int64_t parity : {1, 0}) {
       std::vector<std::int64_t> lo, hi;
-      std::int64_t first = s.rows;
+      std::int64_t first = s.rows, first_query = 0;
       for (std::int64_t block = from; block < to; ++block) {
         if (block % 2 != parity) continue;
-        if (block >= 1 && layout.ring_wraps_at(block - 1) && !lo.empty()) {
-          segment.push_back(run_of(first, lo, hi));  // its keys restart at slot 0
+        // Its keys (block - 1 first) or its queries restart at slot 0: a new run.
+        const bool wraps =
+            (block >= 1 && layout.ring_wraps_at(block - 1)) || layout.ring_wraps_at(block);
+        if (wraps && !lo.empty()) {
+          segment.push_back(run_of(first, first_query, lo, hi));
           lo.clear();
           hi.clear();
+        }
+        if (lo.empty()) {
           first = s.rows;
+          first_query = key_base[level] + layout.query_at(block * layout.block);
         }
         const std::int64_t end = std::min((block + 1) * layout.block, layout.len);
         for (std::int64_t t = block * layout.block; t < end; ++t) {
@@ -206,7 +216,7 @@ CoarseSchedule coarse_schedule(const std::vector<LevelLayout>& layouts,
           hi.push_back(key_base[level] + keys.hi);
         }
       }
-      if (!lo.empty()) segment.push_back(run_of(first, lo, hi));
+      if (!lo.empty()) segment.push_back(run_of(first, first_query, lo, hi));
     }
   };
   const auto close_segment = [&] {
@@ -243,7 +253,7 @@ std::vector<CoarseRun> causal_runs(const LevelLayout& layout, std::int64_t key_b
   for (std::int64_t i = first; i < end; ++i) {
     const std::int64_t t = i >> level, left = t / layout.block - 1;  // the block it sees
     if (left != last_block && left >= 0 && layout.ring_wraps_at(left) && !lo.empty()) {
-      runs.push_back(run_of(run_first, lo, hi));
+      runs.push_back(run_of(run_first, run_first, lo, hi));
       lo.clear();
       hi.clear();
       run_first = i;
@@ -253,7 +263,7 @@ std::vector<CoarseRun> causal_runs(const LevelLayout& layout, std::int64_t key_b
     lo.push_back(key_base + keys.lo);
     hi.push_back(key_base + keys.hi);
   }
-  if (!lo.empty()) runs.push_back(run_of(run_first, lo, hi));
+  if (!lo.empty()) runs.push_back(run_of(run_first, run_first, lo, hi));
   return runs;
 }
 

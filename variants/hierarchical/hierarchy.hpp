@@ -78,6 +78,12 @@ struct LevelLayout {
   std::int64_t key_at(std::int64_t u) const {
     return key_position.empty() ? u : key_position[static_cast<size_t>(u)];
   }
+  // Coarse queries (paired levels) take the same slots as keys, without the halves swapped:
+  // a run of blocks of one parity is then consecutive rows until the ring wraps.
+  std::vector<std::int64_t> query_position;  // [len] where query t is (empty: at t)
+  std::int64_t query_at(std::int64_t t) const {
+    return query_position.empty() ? t : query_position[static_cast<size_t>(t)];
+  }
   // The mirror of token u's key (a paired ring's copy of slot 0), or -1.
   std::int64_t key_mirror(std::int64_t u) const;
   // The stored position of block j's first row (slot start).
@@ -98,6 +104,7 @@ LevelLayout make_level_layout(std::int64_t len, std::int64_t block, bool paired,
 // between a query tile's first and last key, and sizes its ring by that span.
 struct CoarseRun {
   std::int64_t first_row = 0, rows = 0, first_key = 0, keys = 0;
+  std::int64_t first_query = 0;  // the run's queries are rows from here (a level's layout)
   RowKeyRanges pattern;
 };
 
