@@ -1,11 +1,12 @@
 // Hierarchical attention (H-Transformer-1D; HierarchicalSpec in seqattn/options.hpp) on the
-// flash kernel: level 0 is one call with a block-aligned range per row; each coarser level is
-// a call over coarse tokens whose keys carry one extra column, ln(count)/scale, against a
-// query column of 1, so the kernel's scaled score gains ln(count) and a coarse key counts for
-// the tokens it stands for. The levels join through the exact log-sum-exp merge, which is one
-// shared normaliser (and one maximum) per row. Work goes (batch, kv head) by (batch, kv head),
-// level 0 included, so the coarse copies stay the size of one head group and the coarsening
-// reads keys and values soon after the level-0 packing did.
+// flash kernel: level 0 is a block-aligned range per row; the coarser levels are calls over
+// coarse tokens whose keys carry one extra column, ln(count)/scale, against a query column of
+// 1, so the kernel's scaled score gains ln(count) and a coarse key counts for the tokens it
+// stands for. The levels join through the exact log-sum-exp merge, which is one shared
+// normaliser (and one maximum) per row. Work goes (batch, kv head) by (batch, kv head), and
+// within a pair window by window: level 0 over the window's rows, their coarsening, and the
+// coarse attention whose keys are then complete, so each step reads what the one before left
+// in cache (see docs/architecture.md, "Order of work: windows").
 #include <omp.h>
 
 #include <algorithm>
@@ -37,10 +38,11 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Level 0 runs in windows of this many query rows, each followed by the coarsening of its
 // rows through every level a window holds whole groups of (log2 of it), while they are in
-// cache: at D = 64 a window's q, k, v and out are 1 MiB together, inside a 2 MiB L2. In one
-// call per level instead, the coarsening re-read q, k and v from memory and every level from
-// the one below: at S = 65536 it took twice as long per token as at S = 4096 (0.5 -> 1.0 us
-// per token for the keys, 0.21 -> 0.54 for the queries; H = 8, one thread, Sapphire Rapids).
+// cache: at D = 64 a window's q, k, v and out are 1 MiB together, inside a 2 MiB L2. With a
+// pass per level over the whole sequence instead, the coarsening re-read q, k and v from
+// memory and every level from the one below: at S = 65536 it took twice as long per token as
+// at S = 4096 (0.5 -> 1.0 us per token for the keys, 0.21 -> 0.54 for the queries; H = 8, one
+// thread, Sapphire Rapids). Windows of 256 and 512 rows measured within noise of 1024.
 constexpr std::int64_t kWindowLevels = 10;
 constexpr std::int64_t kWindowRows = std::int64_t{1} << kWindowLevels;
 
