@@ -73,8 +73,9 @@ struct Hierarchy {
   std::vector<LevelLayout> layouts;
   std::vector<std::int64_t> key_base;  // [l - 1]: level l's first key row; [levels]: all rows
   CoarseSchedule schedule;             // non-causal
-  // Causal: [w][l - 1] window w's fine rows against level l <= window_levels; [l - 1] all fine
-  // rows against a level above.
+  // Causal: [w] the calls of window w's fine rows against each level <= window_levels (more
+  // than one for a level whose ring wraps inside the window); then those of all fine rows
+  // against the levels above.
   std::vector<std::vector<CoarseRun>> causal_windows;
   std::vector<CoarseRun> causal_levels;
 };

@@ -149,7 +149,8 @@ KeyRangeOfRow LevelLayout::row_keys(std::int64_t t) const {
 
 namespace {
 
-// Rows [first_row, first_row + lo.size()) with key ranges [lo, hi) (hi <= lo: none), absolute.
+// A call over rows [first_row, first_row + lo.size()) whose key ranges are [lo, hi) (hi <= lo:
+// none) in the levels' common key rows; lo and hi are rewritten relative to its first key.
 CoarseRun run_of(std::int64_t first_row, std::int64_t first_query, std::vector<std::int64_t>& lo,
                  std::vector<std::int64_t>& hi) {
   CoarseRun run;
