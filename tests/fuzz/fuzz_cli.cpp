@@ -6,7 +6,8 @@
 //     than seqattn::Error;
 //   - on failure every input file is exactly as it was and no other file exists (nothing is
 //     written, no staged temporary is left behind);
-//   - on success every new file is one the command line named.
+//   - on success every new file is one the command line named (as an argument, or as the
+//     value of an `--option=value` argument).
 // Arguments containing '/' are skipped so that no input can reach outside the scratch
 // directory. Each input runs with the scratch directory as the working directory and restores
 // the fuzzer's afterwards (libFuzzer writes its corpus relative to it).
@@ -142,7 +143,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (code == 1) finding("an exception other than seqattn::Error escaped", args[1]);
 
   const Files after = read_directory();
-  const std::set<std::string> named(args.begin(), args.end());
+  std::set<std::string> named(args.begin(), args.end());
+  for (const std::string& a : args) {  // `--out=x.npy` names x.npy (a finding: `--out=-xnpy`)
+    const auto equals = a.find('=');
+    if (a.starts_with("-") && equals != std::string::npos) named.insert(a.substr(equals + 1));
+  }
   for (const auto& [name, bytes] : after) {
     const auto input = input_files().find(name);
     const bool unchanged = input != input_files().end() && input->second == bytes;
