@@ -155,6 +155,41 @@ TEST(Hierarchical, WindowsWithBlocksThatStraddleThem) {
   }
 }
 
+// Levels above the windows' reach (S > 2·b·2^kWindowLevels): coarsened from the last windowed
+// level after the windows, then attended in a segment of their own (non-causal) or window by
+// window again (causal, whose fine queries are copied, with RoPE rotated, a second time). With
+// b = 2 level 11's first keys are seen from row 4096 on; S = 5200 gives two windows that see
+// them, so a window reading another window's queries fails.
+TEST(Hierarchical, LevelsAboveTheWindows) {
+  HierarchicalCase c;
+  c.heads_q = 2;
+  c.heads_kv = 1;
+  c.seq = 5200;
+  c.dim = 8;
+  c.dim_v = 5;
+  c.key_lengths = {5150};
+  c.spec = {2, 0};
+  ASSERT_GT(detail::levels_needed(c.seq, c.spec.block), detail::kWindowLevels);
+  const Inputs in(c, 41);
+  for (const bool causal : {false, true}) {
+    c.causal = causal;
+    expect_matches_reference(c, causal ? 42 : 43);
+    AttentionOptions opt = options_of(c);
+    RotaryEmbedding rope;
+    rope.theta = 500;
+    opt.rope = rope;
+    const reference::Result ref =
+        reference::hierarchical(in.q.cview(), in.k.cview(), in.v.cview(), c.spec, opt.mask,
+                                1.0 / std::sqrt(static_cast<double>(c.dim)), rope);
+    for_each_target([&] {
+      OwnedTensor out = make_zeros(c.batch, c.heads_q, c.seq, c.dim_v);
+      attend(in.q.cview(), in.k.cview(), in.v.cview(), out.view, opt);
+      EXPECT_LE(reference::max_relative_error(out.view, ref), kTolerance)
+          << "RoPE, causal=" << causal;
+    });
+  }
+}
+
 // Up to twice the block every pair is at level 0: the result is exact dense attention.
 TEST(Hierarchical, ShortSequencesAreExactAttention) {
   const OwnedTensor q = make_tensor(1, 2, 32, 8, Layout::kBHSD, 1);
@@ -347,53 +382,57 @@ TEST(Hierarchical, RingSlotsGiveEachRowOneRangeOfItsKeys) {
   }
 }
 
-// RoPE rotates q and k at their positions before any averaging: level 0 in the kernel, the
-// coarse levels' means taken over rotated rows. Both layouts, partial rotary, offset, scaling,
-// explicit positions, key lengths, GQA, causal or not.
+// RoPE rotates q and k at their positions before any averaging: level 0 on rotated copies of
+// each window's rows, the coarse levels' means taken over the same rotated rows. Both layouts,
+// partial rotary, offset, scaling, explicit positions, key lengths, GQA, causal or not; one
+// window (S = 150) and three, with blocks that straddle the windows' edges (S = 2100).
 TEST(Hierarchical, RopeRotatesBeforeAveraging) {
-  HierarchicalCase c;
-  c.batch = 2;
-  c.heads_q = 4;
-  c.heads_kv = 2;
-  c.seq = 150;
-  c.dim = 24;
-  c.dim_v = 9;
-  c.spec = {6, 0};
-  c.key_lengths = {150, 77};
-  const Inputs in(c, 31);
-  for (const bool causal : {false, true}) {
-    for (const RopeLayout layout : {RopeLayout::kHalves, RopeLayout::kInterleaved}) {
-      RotaryEmbedding rope;
-      rope.theta = 300;
-      rope.layout = layout;
-      rope.dims = causal ? 8 : 0;
-      rope.offset = causal ? 1000 : 3;
-      rope.linear_scaling = causal ? 2.0 : 1.0;
-      if (layout == RopeLayout::kInterleaved && !causal) {
-        for (std::int64_t i = 0; i < c.seq; ++i) {
-          rope.q_positions.push_back((i * 37) % 1001);
-          rope.k_positions.push_back((i * 37) % 1001);
+  for (const std::int64_t seq : {150, 2100}) {
+    HierarchicalCase c;
+    c.batch = 2;
+    c.heads_q = 4;
+    c.heads_kv = 2;
+    c.seq = seq;
+    c.dim = 24;
+    c.dim_v = 9;
+    c.spec = {6, 0};
+    c.key_lengths = {seq, seq * 77 / 150};
+    const Inputs in(c, 31);
+    for (const bool causal : {false, true}) {
+      for (const RopeLayout layout : {RopeLayout::kHalves, RopeLayout::kInterleaved}) {
+        RotaryEmbedding rope;
+        rope.theta = 300;
+        rope.layout = layout;
+        rope.dims = causal ? 8 : 0;
+        rope.offset = causal ? 1000 : 3;
+        rope.linear_scaling = causal ? 2.0 : 1.0;
+        if (layout == RopeLayout::kInterleaved && !causal) {
+          for (std::int64_t i = 0; i < c.seq; ++i) {
+            rope.q_positions.push_back((i * 37) % 1001);
+            rope.k_positions.push_back((i * 37) % 1001);
+          }
         }
+        c.causal = causal;
+        AttentionOptions opt = options_of(c);
+        opt.rope = rope;
+        const double scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
+        const reference::Result ref = reference::hierarchical(
+            in.q.cview(), in.k.cview(), in.v.cview(), c.spec, opt.mask, scale, rope);
+        for_each_target([&] {
+          OwnedTensor out = make_zeros(c.batch, c.heads_q, c.seq, c.dim_v);
+          attend(in.q.cview(), in.k.cview(), in.v.cview(), out.view, opt);
+          const double error = reference::max_relative_error(out.view, ref);
+          worst_error.add(error);
+          EXPECT_LE(error, kTolerance)
+              << "S=" << seq << " causal=" << causal << " layout=" << int(layout);
+          OwnedTensor plain = make_zeros(c.batch, c.heads_q, c.seq, c.dim_v);
+          attend(in.q.cview(), in.k.cview(), in.v.cview(), plain.view, options_of(c));
+          double diff = 0;
+          for (size_t e = 0; e < out.storage.size(); ++e)
+            diff = std::max(diff, static_cast<double>(std::abs(out.storage[e] - plain.storage[e])));
+          EXPECT_GT(diff, 1e-3) << "RoPE must change the result";
+        });
       }
-      c.causal = causal;
-      AttentionOptions opt = options_of(c);
-      opt.rope = rope;
-      const double scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
-      const reference::Result ref = reference::hierarchical(
-          in.q.cview(), in.k.cview(), in.v.cview(), c.spec, opt.mask, scale, rope);
-      for_each_target([&] {
-        OwnedTensor out = make_zeros(c.batch, c.heads_q, c.seq, c.dim_v);
-        attend(in.q.cview(), in.k.cview(), in.v.cview(), out.view, opt);
-        const double error = reference::max_relative_error(out.view, ref);
-        worst_error.add(error);
-        EXPECT_LE(error, kTolerance) << "causal=" << causal << " layout=" << int(layout);
-        OwnedTensor plain = make_zeros(c.batch, c.heads_q, c.seq, c.dim_v);
-        attend(in.q.cview(), in.k.cview(), in.v.cview(), plain.view, options_of(c));
-        double diff = 0;
-        for (size_t e = 0; e < out.storage.size(); ++e)
-          diff = std::max(diff, static_cast<double>(std::abs(out.storage[e] - plain.storage[e])));
-        EXPECT_GT(diff, 1e-3) << "RoPE must change the result";
-      });
     }
   }
 }

@@ -36,16 +36,6 @@ constexpr std::int64_t kMaxBlock = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxLevels = 40;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Level 0 runs in windows of this many query rows, each followed by the coarsening of its
-// rows through every level a window holds whole groups of (log2 of it), while they are in
-// cache: at D = 64 a window's q, k, v and out are 1 MiB together, inside a 2 MiB L2. With a
-// pass per level over the whole sequence instead, the coarsening re-read q, k and v from
-// memory and every level from the one below: at S = 65536 it took twice as long per token as
-// at S = 4096 (0.5 -> 1.0 us per token for the keys, 0.21 -> 0.54 for the queries; H = 8, one
-// thread, Sapphire Rapids). Windows of 256 and 512 rows measured within noise of 1024.
-constexpr std::int64_t kWindowLevels = 10;
-constexpr std::int64_t kWindowRows = std::int64_t{1} << kWindowLevels;
-
 std::string str(std::int64_t x) { return std::to_string(x); }
 
 [[noreturn]] void unsupported(const std::string& option, const std::string& why) {
@@ -60,92 +50,11 @@ std::int64_t resolved_levels(const HierarchicalSpec& s, std::int64_t seq) {
   return s.levels == 0 ? needed : std::min(s.levels, needed);
 }
 
-// Everything that depends on the shape and the spec: the level count, level 0's windows, per
-// coarse level (index l - 1) the stored order of its keys, and the rows the kernel visits at
-// each level: the coarse query schedule, or (causal) fine query rows, per window for the
-// levels the windows coarsen and in one call each for the levels above.
-struct Hierarchy {
-  std::int64_t block = 0, levels = 0, seq = 0;
-  bool causal = false;
-  RowKeyRanges level0;                // without coarse levels: the one call
-  std::vector<Level0Window> windows;  // with them: level 0 window by window
-  std::int64_t window_levels = 0;     // the levels each window coarsens (whole groups)
-  std::vector<LevelLayout> layouts;
-  std::vector<std::int64_t> key_base;  // [l - 1]: level l's first key row; [levels]: all rows
-  CoarseSchedule schedule;             // non-causal
-  // Causal: [w] the calls of window w's fine rows against each level <= window_levels (more
-  // than one for a level whose ring wraps inside the window); then those of all fine rows
-  // against the levels above.
-  std::vector<std::vector<CoarseRun>> causal_windows;
-  std::vector<CoarseRun> causal_levels;
-};
-
-// The block slots level l keeps (LevelLayout::ring; 0 = every block). A level the windows
-// coarsen needs a block only until its neighbours' attention has run, at most a window later,
-// so it keeps a ring of the blocks a window makes plus a margin, and its keys and values stay
-// in cache instead of streaming through memory (kept whole, every level together was ~17 MB
-// per (batch, kv head) at S = 65536, D = 64, written and read back once each). With `span`
-// the level-l blocks a window covers, rounded up (each 2^l·b fine rows):
-//  - causal: block j is last read by the rows of block j + 1 (fine rows below (j + 2)·2^l·b)
-//    and its slot next written for block j + ring (from fine row (j + ring)·2^l·b), in a later
-//    window when (ring - 2)·2^l·b >= the window: ring >= span + 2;
-//  - paired: block j is last read by the run of block j + 1, after the window that completes
-//    block j + 2, and its slot next written for block j + 2·ring: (2·ring - 3)·2^l·b >= the
-//    window, ring >= (span + 3) / 2 rounded up.
-// One slot more than that minimum each (the tests fail with one slot less than it). The level
-// that the levels above the windows coarsen from keeps every block.
-std::int64_t ring_blocks(const Hierarchy& h, std::int64_t l, std::int64_t window_rows) {
-  if (l > h.window_levels || (l == h.window_levels && h.levels > h.window_levels)) return 0;
-  const std::int64_t span = window_rows / (h.block << l) + 1;
-  return h.causal ? span + 3 : (span + 4) / 2 + 1;
-}
-
-Hierarchy build_hierarchy(const Problem& p, const HierarchicalSpec& s) {
-  Hierarchy h;
-  h.block = s.block;
-  h.seq = p.seq_k();
-  h.levels = resolved_levels(s, h.seq);
-  h.causal = p.mask->causal;
-  if (h.levels == 0) {
-    h.level0 = level0_pattern(h.seq, h.block);
-    return h;
-  }
-  // RoPE: the kernel rotates at positions counted from the call's first row, so level 0 is
-  // one window (one call) and each level's coarsening one pass.
-  const bool one_window = rope_of(p.positional.get()) != nullptr;
-  h.windows = level0_windows(h.seq, h.block, one_window ? h.seq : kWindowRows, h.causal);
-  h.window_levels = one_window ? h.levels : std::min(h.levels, kWindowLevels);
-  for (std::int64_t l = 1; l <= h.levels; ++l) {
-    h.layouts.push_back(make_level_layout(level_length(h.seq, l), h.block, !h.causal,
-                                          ring_blocks(h, l, h.windows[0].rows)));
-  }
-  h.key_base = level_key_bases(h.layouts);
-  if (!h.causal) {
-    h.schedule = coarse_schedule(h.layouts, h.windows, h.window_levels);
-    return h;
-  }
-  for (const Level0Window& w : h.windows) {
-    std::vector<CoarseRun>& levels = h.causal_windows.emplace_back();
-    for (std::int64_t l = 1; l <= h.window_levels; ++l) {
-      for (CoarseRun& run : causal_runs(h.layouts[static_cast<size_t>(l - 1)],
-                                        h.key_base[static_cast<size_t>(l - 1)], w.first_row,
-                                        w.first_row + w.rows, l))
-        levels.push_back(std::move(run));
-    }
-  }
-  for (std::int64_t l = h.window_levels + 1; l <= h.levels; ++l) {
-    for (CoarseRun& run : causal_runs(h.layouts[static_cast<size_t>(l - 1)],
-                                      h.key_base[static_cast<size_t>(l - 1)], 0, h.seq, l))
-      h.causal_levels.push_back(std::move(run));
-  }
-  return h;
-}
-
 // The structure is O(S) integers per level: a length too large for memory is an Error, not
 // std::bad_alloc.
 Hierarchy make_hierarchy(const Problem& p, const HierarchicalSpec& s) {
   try {
-    return build_hierarchy(p, s);
+    return build_hierarchy(p.seq_k(), s.block, resolved_levels(s, p.seq_k()), p.mask->causal);
   } catch (const std::bad_alloc&) {
   } catch (const std::length_error&) {
   }
@@ -163,13 +72,18 @@ using Floats = ScratchFloats;
 // and values (D + 1 and D_v columns) of level l from row h.key_base[l - 1], in its stored
 // order (LevelLayout); counts in natural order from row natural(l). Per head of the group:
 // query_rows rows of queries, the coarse ones stored like the keys (query_at), or (causal)
-// the fine queries, rows [0, S), shared by every level; result_rows rows of results and lse,
-// in schedule order (causal: the fine rows).
+// the current window's fine queries, shared by every level; result_rows rows of results and
+// lse, in schedule order (causal: the window's fine rows, merged into out as each run ends).
+// With RoPE, the current window's rows rotated.
 struct PairScratch {
   std::int64_t group = 0, dim = 0, dim_v = 0, query_rows = 0, result_rows = 0;
   std::vector<std::int64_t> natural_at, key_count, query_count;
   Floats k, v, q, out, lse;
-  Floats rotated;  // with RoPE: one head's rotated keys or queries [S, D], the level-1 source
+  // With RoPE: window `window`'s query rows of every head of the group ([group, window_rows,
+  // D]) and its keys ([keys, D]), rotated at their positions (rotate_window).
+  Floats rope_q, rope_k;
+  std::int64_t window_rows = 0;  // the most rows of any window
+  const Level0Window* window = nullptr;
 
   PairScratch(const Problem& p, const Hierarchy& h)
       : group(p.group()), dim(p.dim()), dim_v(p.dim_v()) {
@@ -180,8 +94,13 @@ struct PairScratch {
     }
     const std::int64_t coarse = natural(h.levels + 1);
     const std::int64_t slots = h.key_base[static_cast<size_t>(h.levels)];
-    query_rows = h.causal ? h.seq : slots;
-    result_rows = h.causal ? h.seq : h.schedule.rows;
+    std::int64_t window_keys = 0;
+    for (const Level0Window& w : h.windows) {
+      window_rows = std::max(window_rows, w.rows);
+      window_keys = std::max(window_keys, w.keys);
+    }
+    query_rows = h.causal ? window_rows : slots;
+    result_rows = h.causal ? window_rows : h.schedule.rows;
     const std::string what = "hierarchical attention's coarse tokens";
     key_count = checked_vector<std::int64_t>(coarse, what);
     query_count = checked_vector<std::int64_t>(coarse, what);
@@ -190,8 +109,9 @@ struct PairScratch {
     q = scratch_floats(checked_product({group, query_rows, dim + 1}, "coarse queries"), what);
     out = scratch_floats(checked_product({group, result_rows, dim_v}, "coarse results"), what);
     lse = scratch_floats(group * result_rows, what);
-    if (rope_of(p.positional.get()) != nullptr)
-      rotated = scratch_floats(checked_product({h.seq, dim}, "rotated rows"), what);
+    if (rope_of(p.positional.get()) == nullptr) return;
+    rope_q = scratch_floats(checked_product({group, window_rows, dim}, "rotated queries"), what);
+    rope_k = scratch_floats(checked_product({window_keys, dim}, "rotated keys"), what);
   }
   std::int64_t natural(std::int64_t l) const { return natural_at[static_cast<size_t>(l)]; }
   float* keys(const Hierarchy& h, std::int64_t l) {
@@ -214,34 +134,42 @@ RowSource rows_of(const ConstTensor& t, std::int64_t b, std::int64_t h) {
   return {t.ptr(b, h, 0), t.shape[2], t.shape[3], t.strides[2], t.strides[3], nullptr};
 }
 
-// Rows [first, end) of t(b, h) into the same rows of dst (leading dimension ld), rotated at
-// their positions with RoPE.
-void copy_rows(const Problem& p, const ConstTensor& t, RopeSide side, std::int64_t b,
-               std::int64_t h, std::int64_t first, std::int64_t end, float* dst, std::int64_t ld) {
+// RoPE: window w's query rows of every head of pair (b, hk) and its keys, rotated at their
+// positions into s.rope_q and s.rope_k. Level 0 runs on these copies, so the kernel does not
+// rotate each key again for every query tile that packs it, and level 1 averages the same
+// rotated vectors.
+void rotate_window(const Problem& p, const Level0Window& w, std::int64_t b, std::int64_t hk,
+                   PairScratch& s) {
+  s.window = &w;
   const RopeTables* rope = rope_of(p.positional.get());
-  const std::int64_t dim = t.shape[3];
-  for (std::int64_t r = first; r < end; ++r) {
-    if (rope != nullptr) {
-      rotate_row_at(t.ptr(b, h, r), t.strides[3], dim, 1.0f, *rope, rope->rows(), side, r,
-                    dst + r * ld);
-    } else {
-      for (std::int64_t d = 0; d < dim; ++d) dst[r * ld + d] = t.at(b, h, r, d);
+  if (rope == nullptr) return;
+  const RopeRows& rows = rope->rows();
+  for (std::int64_t g = 0; g < s.group; ++g) {
+    float* dst = s.rope_q.data() + g * s.window_rows * s.dim;
+    for (std::int64_t r = 0; r < w.rows; ++r) {
+      rotate_row_at(p.q.ptr(b, hk * s.group + g, w.first_row + r), p.q.strides[3], s.dim, 1.0f,
+                    *rope, rows, RopeSide::kQuery, w.first_row + r, dst + r * s.dim);
     }
+  }
+  for (std::int64_t r = 0; r < w.keys; ++r) {
+    rotate_row_at(p.k.ptr(b, hk, w.first_key + r), p.k.strides[3], s.dim, 1.0f, *rope, rows,
+                  RopeSide::kKey, w.first_key + r, s.rope_k.data() + r * s.dim);
   }
 }
 
-// Level 1's source rows of (b, h): the caller's, or with RoPE s.rotated, where rotate_rows
-// puts their rotations at their positions, so that a coarse query or key is the mean of
-// rotated vectors.
-RowSource fine_rows(const Problem& p, const ConstTensor& t, std::int64_t b, std::int64_t h,
-                    const PairScratch& s) {
-  if (rope_of(p.positional.get()) == nullptr) return rows_of(t, b, h);
-  return {s.rotated.data(), t.shape[2], s.dim, s.dim, 1, nullptr};
-}
-void rotate_rows(const Problem& p, const ConstTensor& t, RopeSide side, std::int64_t b,
-                 std::int64_t h, std::int64_t first, std::int64_t end, PairScratch& s) {
-  if (rope_of(p.positional.get()) != nullptr)
-    copy_rows(p, t, side, b, h, first, end, s.rotated.data(), s.dim);
+// Rows [first, end) of level 1's source for query head `head` (or, for the keys, kv head
+// `head`) of batch b: the caller's rows, or with RoPE their rotations in the current window's
+// copies.
+RowSource fine_rows(const Problem& p, RopeSide side, std::int64_t b, std::int64_t head,
+                    std::int64_t first, std::int64_t end, const PairScratch& s) {
+  const ConstTensor& t = side == RopeSide::kQuery ? p.q : p.k;
+  if (rope_of(p.positional.get()) == nullptr) return rows_from(rows_of(t, b, head), first, end);
+  const float* base =
+      side == RopeSide::kQuery
+          ? s.rope_q.data() +
+                ((head % s.group) * s.window_rows + first - s.window->first_row) * s.dim
+          : s.rope_k.data() + (first - s.window->first_key) * s.dim;
+  return {base, end - first, s.dim, s.dim, 1, nullptr};
 }
 
 // Level l's keys and values of pair (b, hk) from rows [first, end) of level l - 1 (first
@@ -251,15 +179,16 @@ void coarsen_key_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std:
                       std::int64_t l, std::int64_t first, std::int64_t end, PairScratch& s) {
   const LevelLayout& layout = h.layouts[static_cast<size_t>(l - 1)];
   const std::int64_t len = std::min(p.key_length(b), p.seq_k()), ldk = s.dim + 1;
-  RowSource keys = fine_rows(p, p.k, b, hk, s), values = rows_of(p.v, b, hk);
+  RowSource keys, values;
   const std::int64_t* counts = nullptr;
   if (l == 1) {
-    rotate_rows(p, p.k, RopeSide::kKey, b, hk, first, end, s);
+    keys = fine_rows(p, RopeSide::kKey, b, hk, first, end, s);
+    values = rows_from(rows_of(p.v, b, hk), first, end);
   } else {
     const LevelLayout& below = h.layouts[static_cast<size_t>(l - 2)];
     const std::int64_t* at = key_positions(below);
-    keys = {s.keys(h, l - 1), below.len, s.dim, ldk, 1, at};
-    values = {s.values(h, l - 1), below.len, s.dim_v, s.dim_v, 1, at};
+    keys = rows_from({s.keys(h, l - 1), below.len, s.dim, ldk, 1, at}, first, end);
+    values = rows_from({s.values(h, l - 1), below.len, s.dim_v, s.dim_v, 1, at}, first, end);
     counts = s.key_count.data() + s.natural(l - 1) + first;
   }
   const std::int64_t out_first = first / 2, out_rows = (end - first + 1) / 2;
@@ -267,8 +196,8 @@ void coarsen_key_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std:
   const RowTarget v_dst =
       rows_from(RowTarget{s.values(h, l), s.dim_v, key_positions(layout)}, out_first);
   std::int64_t* counts_out = s.key_count.data() + s.natural(l) + out_first;
-  halve_rows(rows_from(keys, first, end), counts, len - first, k_dst, counts_out, p.threads);
-  halve_rows(rows_from(values, first, end), counts, len - first, v_dst, nullptr, p.threads);
+  halve_rows(keys, counts, len - first, k_dst, counts_out, p.threads);
+  halve_rows(values, counts, len - first, v_dst, nullptr, p.threads);
   write_log_counts(counts_out, out_rows, p.scale, k_dst, s.dim);
   for (std::int64_t t = out_first; t < out_first + out_rows; ++t) {
     const std::int64_t mirror = layout.key_mirror(t);
@@ -287,38 +216,40 @@ void coarsen_query_rows(const Problem& p, const Hierarchy& h, std::int64_t b, st
   const std::int64_t ldq = s.dim + 1, out_first = first / 2, out_rows = (end - first + 1) / 2;
   for (std::int64_t g = 0; g < s.group; ++g) {
     const std::int64_t head = hk * s.group + g;
-    RowSource src = fine_rows(p, p.q, b, head, s);
+    RowSource src;
     const std::int64_t* counts = nullptr;
     if (l == 1) {
-      rotate_rows(p, p.q, RopeSide::kQuery, b, head, first, end, s);
+      src = fine_rows(p, RopeSide::kQuery, b, head, first, end, s);
     } else {
       const LevelLayout& below = h.layouts[static_cast<size_t>(l - 2)];
-      src = {s.queries(g) + h.key_base[static_cast<size_t>(l - 2)] * ldq,
-             below.len,
-             s.dim,
-             ldq,
-             1,
-             query_positions(below)};
+      src = rows_from({s.queries(g) + h.key_base[static_cast<size_t>(l - 2)] * ldq, below.len,
+                       s.dim, ldq, 1, query_positions(below)},
+                      first, end);
       counts = s.query_count.data() + s.natural(l - 1) + first;
     }
     const RowTarget dst =
         rows_from(RowTarget{s.queries(g) + h.key_base[static_cast<size_t>(l - 1)] * ldq, ldq,
                             query_positions(layout)},
                   out_first);
-    halve_rows(rows_from(src, first, end), counts, h.seq - first, dst,
-               s.query_count.data() + s.natural(l) + out_first, p.threads);
+    halve_rows(src, counts, h.seq - first, dst, s.query_count.data() + s.natural(l) + out_first,
+               p.threads);
     write_ones(out_rows, dst, s.dim);
   }
 }
 
-// Causal: the queries of the pair's heads are the fine rows [first, end) themselves (rotated
-// with RoPE), with a last column of 1.
-void copy_query_rows(const Problem& p, std::int64_t b, std::int64_t hk, std::int64_t first,
-                     std::int64_t end, PairScratch& s) {
-  const std::int64_t ldq = s.dim + 1;
+// Causal: the queries of the pair's heads are window w's fine rows themselves (rotated with
+// RoPE), with a last column of 1.
+void copy_query_rows(const Problem& p, std::int64_t b, std::int64_t hk, const Level0Window& w,
+                     PairScratch& s) {
+  const std::int64_t ldq = s.dim + 1, first = w.first_row, end = w.first_row + w.rows;
   for (std::int64_t g = 0; g < s.group; ++g) {
-    copy_rows(p, p.q, RopeSide::kQuery, b, hk * s.group + g, first, end, s.queries(g), ldq);
-    write_ones(end - first, RowTarget{s.queries(g) + first * ldq, ldq, nullptr}, s.dim);
+    const RowSource src = fine_rows(p, RopeSide::kQuery, b, hk * s.group + g, first, end, s);
+    float* dst = s.queries(g);
+    for (std::int64_t r = 0; r < src.rows; ++r) {
+      for (std::int64_t d = 0; d < s.dim; ++d)
+        dst[r * ldq + d] = src.base[r * src.row_stride + d * src.col_stride];
+    }
+    write_ones(end - first, RowTarget{dst, ldq, nullptr}, s.dim);
   }
 }
 
@@ -392,17 +323,18 @@ void merge_coarse_levels(const Hierarchy& h, PairScratch& s) {
 }
 
 // Merges each head's coarse results into its fine rows [first, end) (out and the level-0
-// lse): level 1's merged row (non-causal), or the fine rows of the level that just ran.
+// lse): level 1's merged row (non-causal), or (causal) the result row i - origin of the
+// window's run that just ran.
 void merge_into_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t hk,
-                     std::int64_t first, std::int64_t end, const PairScratch& s,
-                     const Floats& lse0) {
+                     std::int64_t first, std::int64_t end, std::int64_t origin,
+                     const PairScratch& s, const Floats& lse0) {
   const std::int64_t step = p.out.strides[3];
   const bool parallel = p.threads > 1 && end - first >= 256;
 #pragma omp parallel for schedule(static) num_threads(p.threads) if (parallel)
   for (std::int64_t i = first; i < end; ++i) {
     for (std::int64_t g = 0; g < s.group; ++g) {
       const std::int64_t head = hk * s.group + g;
-      const std::int64_t r = g * s.result_rows + (h.causal ? i : h.schedule.row[0][i / 2]);
+      const std::int64_t r = g * s.result_rows + (h.causal ? i - origin : h.schedule.row[0][i / 2]);
       float& lse = lse0[static_cast<size_t>((b * p.heads_q() + head) * h.seq + i)];
       merge_partial(p.out.ptr(b, head, i), step, lse, s.out.data() + r * s.dim_v,
                     s.lse[static_cast<size_t>(r)], s.dim_v);
@@ -412,9 +344,10 @@ void merge_into_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std::
 
 // Level 0 of pair (b, hk) over window w's query rows: the group's query heads against their
 // kv head, out into the caller's rows, lse into lse0. The window's pattern holds the causal
-// cut; the key length counts from the window's first key.
+// cut; the key length counts from the window's first key. With RoPE, q and k are the
+// window's rotated copies (rotate_window).
 void attend_level0(const Problem& p, const Hierarchy& h, const Level0Window& w, std::int64_t b,
-                   std::int64_t hk, const Floats& lse0) {
+                   std::int64_t hk, const PairScratch& s, const Floats& lse0) {
   const std::int64_t g = p.group();
   Mask mask;
   mask.key_lengths = {std::clamp<std::int64_t>(p.key_length(b) - w.first_key, 0, w.keys)};
@@ -427,14 +360,22 @@ void attend_level0(const Problem& p, const Hierarchy& h, const Level0Window& w, 
                  {1, g, w.rows, 1},
                  {0, h.seq, 1, 1}};
   c.mask = &mask;
+  if (rope_of(p.positional.get()) != nullptr) {
+    const std::int64_t d = p.dim();
+    c.q = ConstTensor{s.rope_q.data(), {1, g, w.rows, d}, {0, s.window_rows * d, d, 1}};
+    c.k = bhsd<const float>(s.rope_k.data(), 1, 1, w.keys, d);
+    c.positional.reset();
+  }
   flash_forward(c, w.pattern);
 }
 
-// Causal: a run of fine rows against a level, merged into out and lse0.
+// Causal: a run of window w's fine rows against a level, merged into out and lse0.
 void attend_causal_level(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t hk,
-                         const CoarseRun& run, PairScratch& s, const Floats& lse0) {
+                         const Level0Window& w, const CoarseRun& run, PairScratch& s,
+                         const Floats& lse0) {
   attend_coarse(p, run, s);
-  merge_into_rows(p, h, b, hk, run.first_row, run.first_row + run.rows, s, lse0);
+  const std::int64_t first = w.first_row + run.first_row;
+  merge_into_rows(p, h, b, hk, first, first + run.rows, w.first_row, s, lse0);
 }
 
 // Every level of pair (b, hk), merged into the pair's rows of out and lse0. Level 0 goes
@@ -447,8 +388,9 @@ void run_pair(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t
   for (size_t wi = 0; wi < h.windows.size(); ++wi) {
     const Level0Window& w = h.windows[wi];
     const std::int64_t end = w.first_row + w.rows;
-    attend_level0(p, h, w, b, hk, lse0);
-    if (h.causal) copy_query_rows(p, b, hk, w.first_row, end, s);
+    rotate_window(p, w, b, hk, s);
+    attend_level0(p, h, w, b, hk, s, lse0);
+    if (h.causal) copy_query_rows(p, b, hk, w, s);
     for (std::int64_t l = 1; l <= h.window_levels; ++l)
       coarsen_rows(p, h, b, hk, l, w.first_row >> (l - 1), level_length(end, l - 1), s);
     if (wi + 1 == h.windows.size()) fill_key_dummies(h, s);
@@ -457,17 +399,25 @@ void run_pair(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t
       continue;
     }
     for (const CoarseRun& run : h.causal_windows[wi])
-      attend_causal_level(p, h, b, hk, run, s, lse0);
+      attend_causal_level(p, h, b, hk, w, run, s, lse0);
   }
   for (std::int64_t l = h.window_levels + 1; l <= h.levels; ++l)
     coarsen_rows(p, h, b, hk, l, 0, h.layouts[static_cast<size_t>(l - 2)].len, s);
   if (h.causal) {
-    for (const CoarseRun& run : h.causal_levels) attend_causal_level(p, h, b, hk, run, s, lse0);
+    // The levels above the windows, window by window again: each window's fine queries are
+    // copied (with RoPE, rotated) a second time, O(S·D) against the kernel's O(S·b·D).
+    for (size_t wi = 0; wi < h.windows.size() && h.levels > h.window_levels; ++wi) {
+      const Level0Window& w = h.windows[wi];
+      rotate_window(p, w, b, hk, s);
+      copy_query_rows(p, b, hk, w, s);
+      for (const CoarseRun& run : h.causal_above[wi])
+        attend_causal_level(p, h, b, hk, w, run, s, lse0);
+    }
     return;
   }
   for (const CoarseRun& run : h.schedule.segments.back()) attend_coarse(p, run, s);
   merge_coarse_levels(h, s);
-  merge_into_rows(p, h, b, hk, 0, h.seq, s, lse0);
+  merge_into_rows(p, h, b, hk, 0, h.seq, 0, s, lse0);
 }
 
 // With at least as many (batch, kv head) pairs as threads, each thread runs whole pairs on its

@@ -24,6 +24,26 @@ RowKeyRanges pattern_of_rows(std::int64_t rows,
   return RowKeyRanges(lo, hi);
 }
 
+// The block slots level l keeps (LevelLayout::ring; 0 = every block). A level the windows
+// coarsen needs a block only until its neighbours' attention has run, at most a window later,
+// so it keeps a ring of the blocks a window makes plus a margin, and its keys and values stay
+// in cache instead of streaming through memory (kept whole, every level together was ~17 MB
+// per (batch, kv head) at S = 65536, D = 64, written and read back once each). With `span`
+// the level-l blocks a window covers, rounded up (each 2^l·b fine rows):
+//  - causal: block j is last read by the rows of block j + 1 (fine rows below (j + 2)·2^l·b)
+//    and its slot next written for block j + ring (from fine row (j + ring)·2^l·b), in a later
+//    window when (ring - 2)·2^l·b >= the window: ring >= span + 2;
+//  - paired: block j is last read by the run of block j + 1, after the window that completes
+//    block j + 2, and its slot next written for block j + 2·ring: (2·ring - 3)·2^l·b >= the
+//    window, ring >= (span + 3) / 2 rounded up.
+// One slot more than that minimum each (the tests fail with one slot less than it). The level
+// that the levels above the windows coarsen from keeps every block.
+std::int64_t ring_blocks(const Hierarchy& h, std::int64_t l, std::int64_t window_rows) {
+  if (l > h.window_levels || (l == h.window_levels && h.levels > h.window_levels)) return 0;
+  const std::int64_t span = window_rows / (h.block << l) + 1;
+  return h.causal ? span + 3 : (span + 4) / 2 + 1;
+}
+
 }  // namespace
 
 std::int64_t levels_needed(std::int64_t seq, std::int64_t block) {
@@ -254,7 +274,7 @@ std::vector<CoarseRun> causal_runs(const LevelLayout& layout, std::int64_t key_b
   for (std::int64_t i = first; i < end; ++i) {
     const std::int64_t t = i >> level, left = t / layout.block - 1;  // the block it sees
     if (left != last_block && left >= 0 && layout.ring_wraps_at(left) && !lo.empty()) {
-      runs.push_back(run_of(run_first, run_first, lo, hi));
+      runs.push_back(run_of(run_first - first, run_first - first, lo, hi));
       lo.clear();
       hi.clear();
       run_first = i;
@@ -264,7 +284,7 @@ std::vector<CoarseRun> causal_runs(const LevelLayout& layout, std::int64_t key_b
     lo.push_back(key_base + keys.lo);
     hi.push_back(key_base + keys.hi);
   }
-  if (!lo.empty()) runs.push_back(run_of(run_first, run_first, lo, hi));
+  if (!lo.empty()) runs.push_back(run_of(run_first - first, run_first - first, lo, hi));
   return runs;
 }
 
@@ -288,6 +308,45 @@ double hierarchy_pairs(std::int64_t seq, std::int64_t block, std::int64_t levels
     }
   }
   return pairs;
+}
+
+Hierarchy build_hierarchy(std::int64_t seq, std::int64_t block, std::int64_t levels, bool causal) {
+  Hierarchy h;
+  h.block = block;
+  h.seq = seq;
+  h.levels = levels;
+  h.causal = causal;
+  if (h.levels == 0) {
+    h.level0 = level0_pattern(h.seq, h.block);
+    return h;
+  }
+  h.windows = level0_windows(h.seq, h.block, kWindowRows, h.causal);
+  h.window_levels = std::min(h.levels, kWindowLevels);
+  for (std::int64_t l = 1; l <= h.levels; ++l) {
+    h.layouts.push_back(make_level_layout(level_length(h.seq, l), h.block, !h.causal,
+                                          ring_blocks(h, l, h.windows[0].rows)));
+  }
+  h.key_base = level_key_bases(h.layouts);
+  if (!h.causal) {
+    h.schedule = coarse_schedule(h.layouts, h.windows, h.window_levels);
+    return h;
+  }
+  const auto runs_of = [&](const Level0Window& w, std::int64_t first_level,
+                           std::int64_t last_level) {
+    std::vector<CoarseRun> runs;
+    for (std::int64_t l = first_level; l <= last_level; ++l) {
+      for (CoarseRun& run : causal_runs(h.layouts[static_cast<size_t>(l - 1)],
+                                        h.key_base[static_cast<size_t>(l - 1)], w.first_row,
+                                        w.first_row + w.rows, l))
+        runs.push_back(std::move(run));
+    }
+    return runs;
+  };
+  for (const Level0Window& w : h.windows) {
+    h.causal_windows.push_back(runs_of(w, 1, h.window_levels));
+    h.causal_above.push_back(runs_of(w, h.window_levels + 1, h.levels));
+  }
+  return h;
 }
 
 }  // namespace seqattn::detail

@@ -111,8 +111,9 @@ struct CoarseRun {
 // Level 0's pattern over `seq` rows.
 RowKeyRanges level0_pattern(std::int64_t seq, std::int64_t block);
 // Causal: fine query rows [first, end) against level `level`, whose keys start at row
-// key_base; row i sees coarse token (i >> level)'s left keys. More than one call where the
-// keys wrap around the level's ring.
+// key_base; row i sees coarse token (i >> level)'s left keys. The runs number their rows (and
+// queries) from `first`: they read a window's copy of its fine queries. More than one call
+// where the keys wrap around the level's ring.
 std::vector<CoarseRun> causal_runs(const LevelLayout& layout, std::int64_t key_base,
                                    std::int64_t first, std::int64_t end, std::int64_t level);
 
@@ -134,6 +135,38 @@ std::vector<std::int64_t> level_key_bases(const std::vector<LevelLayout>& layout
 CoarseSchedule coarse_schedule(const std::vector<LevelLayout>& layouts,
                                const std::vector<Level0Window>& windows,
                                std::int64_t window_levels);
+
+// Level 0 runs in windows of this many query rows, each followed by the coarsening of its
+// rows through every level a window holds whole groups of (log2 of it), while they are in
+// cache: at D = 64 a window's q, k, v and out are 1 MiB together, inside a 2 MiB L2. With a
+// pass per level over the whole sequence instead, the coarsening re-read q, k and v from
+// memory and every level from the one below: at S = 65536 it took twice as long per token as
+// at S = 4096 (0.5 -> 1.0 us per token for the keys, 0.21 -> 0.54 for the queries; H = 8, one
+// thread, Sapphire Rapids). Windows of 256 and 512 rows measured within noise of 1024.
+inline constexpr std::int64_t kWindowLevels = 10;
+inline constexpr std::int64_t kWindowRows = std::int64_t{1} << kWindowLevels;
+
+// Everything that depends on the shape and the spec: the level count, level 0's windows, per
+// coarse level (index l - 1) the stored order of its keys, and the rows the kernel visits at
+// each level: the coarse query schedule, or (causal) fine query rows, per window for the
+// levels the windows coarsen and in one call each for the levels above.
+struct Hierarchy {
+  std::int64_t block = 0, levels = 0, seq = 0;
+  bool causal = false;
+  RowKeyRanges level0;                // without coarse levels: the one call
+  std::vector<Level0Window> windows;  // with them: level 0 window by window
+  std::int64_t window_levels = 0;     // the levels each window coarsens (whole groups)
+  std::vector<LevelLayout> layouts;
+  std::vector<std::int64_t> key_base;  // [l - 1]: level l's first key row; [levels]: all rows
+  CoarseSchedule schedule;             // non-causal
+  // Causal: [w] the calls of window w's fine rows (numbered from the window's first row)
+  // against each level <= window_levels, more than one for a level whose ring wraps inside
+  // the window; and against the levels above, which run after the windows.
+  std::vector<std::vector<CoarseRun>> causal_windows, causal_above;
+};
+// The structure for a length-`seq` sequence in blocks of `block` with `levels` coarse levels
+// (resolved: 0 means level 0 alone, exact attention).
+Hierarchy build_hierarchy(std::int64_t seq, std::int64_t block, std::int64_t levels, bool causal);
 
 // Visited (query, key) pairs of one (batch, query head), counted in the units each level
 // attends in (fine rows at level 0, coarse or fine rows above), for Cost.
