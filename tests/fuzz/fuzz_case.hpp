@@ -99,6 +99,9 @@ struct Case {
   // case the fuzzer found) is stored as 0. That error is the format's, not the kernel's.
   double absolute_floor() const { return out->dtype() == DType::kF16 ? std::ldexp(1.0, -25) : 0.0; }
 
+  // The float64 result of the call, or nullopt where there is nothing to compare. Asked only
+  // of a call the library accepted, so the spec has passed its variant's check (no per-variant
+  // validity test here: the variant table's rows stay the only per-variant code).
   std::optional<Expected> reference(std::int64_t cached_len) const;
 
   // Shapes, strides, types and options, printed with a finding.
