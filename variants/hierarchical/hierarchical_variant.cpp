@@ -405,7 +405,8 @@ void run_pair(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t
     coarsen_rows(p, h, b, hk, l, 0, h.layouts[static_cast<size_t>(l - 2)].len, s);
   if (h.causal) {
     // The levels above the windows, window by window again: each window's fine queries are
-    // copied (with RoPE, rotated) a second time, O(S·D) against the kernel's O(S·b·D).
+    // copied a second time (with RoPE, its rows rotated again), O(S·D) against the kernel's
+    // O(S·b·D).
     for (size_t wi = 0; wi < h.windows.size() && h.levels > h.window_levels; ++wi) {
       const Level0Window& w = h.windows[wi];
       rotate_window(p, w, b, hk, s);

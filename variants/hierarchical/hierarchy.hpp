@@ -1,6 +1,7 @@
 // The block structure of hierarchical attention (HierarchicalSpec in seqattn/options.hpp):
 // how many levels a length needs, and which keys each row of each level sees, as the one
-// contiguous key range per row (RowKeyRanges, a KeyStructure) that the flash kernel visits.
+// contiguous key range per row (RowKeyRanges, a KeyStructure) that the flash kernel visits;
+// and, built from them for a shape (Hierarchy), the windows, rings and kernel calls of a run.
 //
 // At level l >= 1 a coarse query t sees coarse keys u with |t/b - u/b| <= 1 that no finer
 // level covers, |t/(b/2) - u/(b/2)| >= 2. In half-blocks of b/2 (h = t/(b/2), I = t/b) that is
