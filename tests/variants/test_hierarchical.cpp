@@ -468,26 +468,35 @@ TEST(Hierarchical, CausalRowsIgnoreLaterTokens) {
 }
 
 TEST(Hierarchical, SameBitsForAnyThreadCount) {
-  HierarchicalCase c;
-  c.batch = 2;
-  c.heads_q = 2;
-  c.seq = 2000;
-  c.dim = 32;
-  c.dim_v = 32;
-  c.spec = {16, 0};
-  for (const bool causal : {false, true}) {
-    c.causal = causal;
+  // Four (batch, kv head) pairs: each thread takes whole pairs. One pair: every call (and
+  // RoPE's rotation of each window) is split across the threads.
+  for (const std::int64_t pairs : {4, 1}) {
+    HierarchicalCase c;
+    c.batch = pairs == 4 ? 2 : 1;
+    c.heads_q = pairs == 4 ? 2 : 1;
+    c.seq = 2000;
+    c.dim = 32;
+    c.dim_v = 32;
+    c.spec = {16, 0};
     const Inputs in(c, 9);
-    std::vector<std::vector<float>> outs;
-    for (const int threads : {1, 2, 3}) {
-      OwnedTensor out = make_zeros(c.batch, c.heads_q, c.seq, c.dim_v);
-      AttentionOptions opt = options_of(c);
-      opt.threads = threads;
-      attend(in.q.cview(), in.k.cview(), in.v.cview(), out.view, opt);
-      outs.push_back(out.storage);
+    for (const bool causal : {false, true}) {
+      for (const bool rope : {false, true}) {
+        c.causal = causal;
+        std::vector<std::vector<float>> outs;
+        for (const int threads : {1, 2, 3}) {
+          OwnedTensor out = make_zeros(c.batch, c.heads_q, c.seq, c.dim_v);
+          AttentionOptions opt = options_of(c);
+          opt.threads = threads;
+          if (rope) opt.rope = RotaryEmbedding{};
+          attend(in.q.cview(), in.k.cview(), in.v.cview(), out.view, opt);
+          outs.push_back(out.storage);
+        }
+        EXPECT_EQ(outs[0], outs[1])
+            << "pairs=" << pairs << " causal=" << causal << " rope=" << rope;
+        EXPECT_EQ(outs[0], outs[2])
+            << "pairs=" << pairs << " causal=" << causal << " rope=" << rope;
+      }
     }
-    EXPECT_EQ(outs[0], outs[1]);
-    EXPECT_EQ(outs[0], outs[2]);
   }
 }
 

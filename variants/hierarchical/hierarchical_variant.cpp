@@ -143,17 +143,22 @@ void rotate_window(const Problem& p, const Level0Window& w, std::int64_t b, std:
   s.window = &w;
   const RopeTables* rope = rope_of(p.positional.get());
   if (rope == nullptr) return;
-  const RopeRows& rows = rope->rows();
-  for (std::int64_t g = 0; g < s.group; ++g) {
-    float* dst = s.rope_q.data() + g * s.window_rows * s.dim;
-    for (std::int64_t r = 0; r < w.rows; ++r) {
+  const RopeRows& rows = rope->rows();  // built before any kernel (AttentionPlan::run)
+  // Row `item` of the window's copies: the queries of each head, then the keys. Split across
+  // the threads when a call is (fewer pairs than threads), as the kernel's rotation was.
+  const std::int64_t queries = s.group * w.rows;
+#pragma omp parallel for schedule(static) num_threads(p.threads) if (p.threads > 1)
+  for (std::int64_t item = 0; item < queries + w.keys; ++item) {
+    if (item < queries) {
+      const std::int64_t g = item / w.rows, r = item % w.rows;
       rotate_row_at(p.q.ptr(b, hk * s.group + g, w.first_row + r), p.q.strides[3], s.dim, 1.0f,
-                    *rope, rows, RopeSide::kQuery, w.first_row + r, dst + r * s.dim);
+                    *rope, rows, RopeSide::kQuery, w.first_row + r,
+                    s.rope_q.data() + (g * s.window_rows + r) * s.dim);
+    } else {
+      const std::int64_t r = item - queries;
+      rotate_row_at(p.k.ptr(b, hk, w.first_key + r), p.k.strides[3], s.dim, 1.0f, *rope, rows,
+                    RopeSide::kKey, w.first_key + r, s.rope_k.data() + r * s.dim);
     }
-  }
-  for (std::int64_t r = 0; r < w.keys; ++r) {
-    rotate_row_at(p.k.ptr(b, hk, w.first_key + r), p.k.strides[3], s.dim, 1.0f, *rope, rows,
-                  RopeSide::kKey, w.first_key + r, s.rope_k.data() + r * s.dim);
   }
 }
 
