@@ -134,12 +134,16 @@ RowSource rows_of(const ConstTensor& t, std::int64_t b, std::int64_t h) {
   return {t.ptr(b, h, 0), t.shape[2], t.shape[3], t.strides[2], t.strides[3], nullptr};
 }
 
-// RoPE: window w's query rows of every head of pair (b, hk) and its keys, rotated at their
-// positions into s.rope_q and s.rope_k. Level 0 runs on these copies, so the kernel does not
-// rotate each key again for every query tile that packs it, and level 1 averages the same
-// rotated vectors.
+// Which of a window's rows rotate_window copies: both for level 0 and the coarsening; only the
+// queries for the causal levels above the windows, whose keys are coarse rows already.
+enum class WindowCopies { kQueriesAndKeys, kQueries };
+
+// Makes w the scratch's current window and, with RoPE, rotates its query rows of every head of
+// pair (b, hk) (and its keys) at their positions into s.rope_q (and s.rope_k). Level 0 runs on
+// these copies, so the kernel does not rotate each key again for every query tile that packs
+// it, and level 1 averages the same rotated vectors.
 void rotate_window(const Problem& p, const Level0Window& w, std::int64_t b, std::int64_t hk,
-                   PairScratch& s) {
+                   WindowCopies copies, PairScratch& s) {
   s.window = &w;
   const RopeTables* rope = rope_of(p.positional.get());
   if (rope == nullptr) return;
@@ -147,8 +151,9 @@ void rotate_window(const Problem& p, const Level0Window& w, std::int64_t b, std:
   // Row `item` of the window's copies: the queries of each head, then the keys. Split across
   // the threads when a call is (fewer pairs than threads), as the kernel's rotation was.
   const std::int64_t queries = s.group * w.rows;
+  const std::int64_t keys = copies == WindowCopies::kQueriesAndKeys ? w.keys : 0;
 #pragma omp parallel for schedule(static) num_threads(p.threads) if (p.threads > 1)
-  for (std::int64_t item = 0; item < queries + w.keys; ++item) {
+  for (std::int64_t item = 0; item < queries + keys; ++item) {
     if (item < queries) {
       const std::int64_t g = item / w.rows, r = item % w.rows;
       rotate_row_at(p.q.ptr(b, hk * s.group + g, w.first_row + r), p.q.strides[3], s.dim, 1.0f,
@@ -357,20 +362,21 @@ void attend_level0(const Problem& p, const Hierarchy& h, const Level0Window& w, 
   Mask mask;
   mask.key_lengths = {std::clamp<std::int64_t>(p.key_length(b) - w.first_key, 0, w.keys)};
   Problem c = p;
-  c.q = ConstTensor{p.q.ptr(b, hk * g, w.first_row), {1, g, w.rows, p.dim()}, p.q.strides};
-  c.k = ConstTensor{p.k.ptr(b, hk, w.first_key), {1, 1, w.keys, p.dim()}, p.k.strides};
+  if (rope_of(p.positional.get()) != nullptr) {
+    const std::int64_t d = p.dim();
+    c.q = ConstTensor{s.rope_q.data(), {1, g, w.rows, d}, {0, s.window_rows * d, d, 1}};
+    c.k = bhsd<const float>(s.rope_k.data(), 1, 1, w.keys, d);
+    c.positional.reset();
+  } else {
+    c.q = ConstTensor{p.q.ptr(b, hk * g, w.first_row), {1, g, w.rows, p.dim()}, p.q.strides};
+    c.k = ConstTensor{p.k.ptr(b, hk, w.first_key), {1, 1, w.keys, p.dim()}, p.k.strides};
+  }
   c.v = ConstTensor{p.v.ptr(b, hk, w.first_key), {1, 1, w.keys, p.dim_v()}, p.v.strides};
   c.out = Tensor{p.out.ptr(b, hk * g, w.first_row), {1, g, w.rows, p.dim_v()}, p.out.strides};
   c.lse = Tensor{lse0.data() + (b * p.heads_q() + hk * g) * h.seq + w.first_row,
                  {1, g, w.rows, 1},
                  {0, h.seq, 1, 1}};
   c.mask = &mask;
-  if (rope_of(p.positional.get()) != nullptr) {
-    const std::int64_t d = p.dim();
-    c.q = ConstTensor{s.rope_q.data(), {1, g, w.rows, d}, {0, s.window_rows * d, d, 1}};
-    c.k = bhsd<const float>(s.rope_k.data(), 1, 1, w.keys, d);
-    c.positional.reset();
-  }
   flash_forward(c, w.pattern);
 }
 
@@ -393,7 +399,7 @@ void run_pair(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t
   for (size_t wi = 0; wi < h.windows.size(); ++wi) {
     const Level0Window& w = h.windows[wi];
     const std::int64_t end = w.first_row + w.rows;
-    rotate_window(p, w, b, hk, s);
+    rotate_window(p, w, b, hk, WindowCopies::kQueriesAndKeys, s);
     attend_level0(p, h, w, b, hk, s, lse0);
     if (h.causal) copy_query_rows(p, b, hk, w, s);
     for (std::int64_t l = 1; l <= h.window_levels; ++l)
@@ -410,11 +416,10 @@ void run_pair(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t
     coarsen_rows(p, h, b, hk, l, 0, h.layouts[static_cast<size_t>(l - 2)].len, s);
   if (h.causal) {
     // The levels above the windows, window by window again: each window's fine queries are
-    // copied a second time (with RoPE, its rows rotated again), O(S·D) against the kernel's
-    // O(S·b·D).
+    // copied a second time (with RoPE, rotated again), O(S·D) against the kernel's O(S·b·D).
     for (size_t wi = 0; wi < h.windows.size() && h.levels > h.window_levels; ++wi) {
       const Level0Window& w = h.windows[wi];
-      rotate_window(p, w, b, hk, s);
+      rotate_window(p, w, b, hk, WindowCopies::kQueries, s);
       copy_query_rows(p, b, hk, w, s);
       for (const CoarseRun& run : h.causal_above[wi])
         attend_causal_level(p, h, b, hk, w, run, s, lse0);
