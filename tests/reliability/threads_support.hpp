@@ -40,8 +40,9 @@ inline int team_of_a_region_started_here(int n) {
   return team;
 }
 
-// One problem per variant, big enough that every kernel starts a thread team (linear needs
-// 1 MFLOP, Linformer's projection too), shared read-only by every thread of a test.
+// One problem per variant (hierarchical also with one pair, see kOnePairJob), big enough that
+// every kernel starts a thread team (linear needs 1 MFLOP, Linformer's projection too),
+// shared read-only by every thread of a test.
 struct Job {
   std::string name;
   AttentionOptions options;
@@ -52,20 +53,30 @@ struct Job {
   std::vector<std::uint32_t> expected;  // out bits of a single-threaded attend()
 };
 
+struct JobShape {
+  std::int64_t batch, heads_q, heads_kv, seq, dim;
+};
+inline constexpr JobShape kUsualJob{2, 4, 2, 300, 32};
+// One (batch, kv head) pair, fewer than the threads: hierarchical splits each of its calls and
+// passes across the team instead of giving each thread whole pairs; three of its windows.
+inline constexpr JobShape kOnePairJob{1, 2, 1, 2100, 64};
+
 inline std::vector<Job> make_jobs() {
-  constexpr std::int64_t kB = 2, kHq = 4, kHkv = 2, kS = 300, kD = 32;
   std::vector<Job> jobs;
-  auto add = [&](const std::string& name, const VariantSpec& spec, bool causal) {
+  auto add = [&](const std::string& name, const VariantSpec& spec, bool causal,
+                 const JobShape& s = kUsualJob, bool rope = false) {
     Job j;
     j.name = name;
     j.options.variant = spec;
     j.options.mask.causal = causal;
+    if (rope) j.options.rope = RotaryEmbedding{};
     const std::uint32_t seed = 600 + 10 * static_cast<std::uint32_t>(jobs.size());
-    j.q = random_tensor({kB, kHq, kS, kD}, seed);
-    j.k = random_tensor({kB, kHkv, kS, kD}, seed + 1);
-    j.v = random_tensor({kB, kHkv, kS, kD}, seed + 2);
-    j.out_shape = {kB, kHq, kS, kD};
-    j.plan = std::make_unique<AttentionPlan>(make_plan({kB, kHq, kHkv, kS, kS, kD, kD}, j.options));
+    j.q = random_tensor({s.batch, s.heads_q, s.seq, s.dim}, seed);
+    j.k = random_tensor({s.batch, s.heads_kv, s.seq, s.dim}, seed + 1);
+    j.v = random_tensor({s.batch, s.heads_kv, s.seq, s.dim}, seed + 2);
+    j.out_shape = {s.batch, s.heads_q, s.seq, s.dim};
+    j.plan = std::make_unique<AttentionPlan>(
+        make_plan({s.batch, s.heads_q, s.heads_kv, s.seq, s.seq, s.dim, s.dim}, j.options));
     j.plan_documented = documented_threads(0);
     jobs.push_back(std::move(j));
   };
@@ -76,6 +87,9 @@ inline std::vector<Job> make_jobs() {
   add("linear favor causal", linear_spec(FeatureMap::kFavor, 48), true);
   add("linear elu1", linear_spec(FeatureMap::kElu1), false);
   add("linformer", linformer, false);
+  add("hierarchical", HierarchicalSpec{16, 0}, false);
+  add("hierarchical rope, one pair", HierarchicalSpec{32, 0}, false, kOnePairJob, true);
+  add("hierarchical causal rope, one pair", HierarchicalSpec{32, 0}, true, kOnePairJob, true);
   return jobs;
 }
 
