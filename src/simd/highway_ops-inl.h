@@ -93,6 +93,26 @@ struct FloatOps {
     const auto biased = hn::Add(hn::BitCast(di, t), hn::Set(di, 127 - 0x4B400000));
     return hn::BitCast(D(), hn::ShiftLeft<23>(biased));
   }
+  // rows[0, kLanes) as a kLanes x kLanes matrix, transposed in place (lane j of rows[i]
+  // becomes lane i of rows[j]). log2(kLanes) rounds of ConcatEven/ConcatOdd over pairs of rows:
+  // each round rotates the bits of (row, lane) one place, so the rounds swap row and lane.
+  // 64 two-source shuffles for a 16 x 16 block against 256 scalar loads and stores (the flash
+  // kernel's K packing, TransposeKeyRows). A template only so that the 1-lane target, which
+  // has no ConcatEven, never instantiates the rounds.
+  template <class DV = D>
+  static HWY_INLINE void TransposeSquare(hn::Vec<DV>* HWY_RESTRICT rows) {
+    constexpr size_t n = hn::MaxLanes(DV());
+    if constexpr (n > 1) {
+      hn::Vec<DV> next[n];
+      for (size_t round = 1; round < n; round *= 2) {
+        for (size_t i = 0; i < n / 2; ++i) {
+          next[i] = ConcatEven(DV(), rows[2 * i + 1], rows[2 * i]);
+          next[i + n / 2] = ConcatOdd(DV(), rows[2 * i + 1], rows[2 * i]);
+        }
+        for (size_t i = 0; i < n; ++i) rows[i] = next[i];
+      }
+    }
+  }
 };
 
 }  // namespace seqattn::simd::HWY_NAMESPACE

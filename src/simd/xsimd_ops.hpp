@@ -62,6 +62,17 @@ struct XsimdFloatOps {
     const VI biased = xsimd::bitwise_cast<VI>(t) + VI(127 - 0x4B400000);
     return xsimd::bitwise_cast<V>(biased << 23);
   }
+  // See FloatOps::TransposeSquare. xsimd 8 has no lane-crossing even/odd concatenation, so
+  // the block goes through memory: the scalar transpose the Highway backend replaces.
+  static void TransposeSquare(V* rows) {
+    alignas(64) float block[kLanes * kLanes];
+    for (size_t i = 0; i < kLanes; ++i) rows[i].store_aligned(block + i * kLanes);
+    for (size_t i = 0; i < kLanes; ++i) {
+      alignas(64) float column[kLanes];
+      for (size_t j = 0; j < kLanes; ++j) column[j] = block[j * kLanes + i];
+      rows[i] = V::load_aligned(column);
+    }
+  }
 };
 
 }  // namespace seqattn::simd

@@ -1,6 +1,6 @@
 // The flash kernel (dense and sliding window) through attend(), on every compiled Highway
-// target: the shared cases of flash_kernel_cases.hpp, plus the dispatched target's name and
-// exp2 accuracy.
+// target: the shared cases of flash_kernel_cases.hpp, plus the dispatched target's name, exp2
+// accuracy and the K packing's block transpose.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tests/dense/test_flash_kernel.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -14,6 +14,7 @@
 
 #include "seqattn/error.hpp"
 #include "src/simd/exp2-inl.h"
+#include "src/simd/highway_ops-inl.h"
 #include "tests/dense/flash_kernel_cases.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -67,6 +68,23 @@ void TestExp2Accuracy() {
   EXPECT_EQ(out[0], 0.0f);
 }
 
+// The K packing's block transpose: lane j of row i comes back as lane i of row j, for the
+// target's whole vector (1 lane on the scalar target, where it changes nothing).
+void TestTransposeSquare() {
+  using Ops = seqattn::simd::HWY_NAMESPACE::FloatOps;
+  constexpr size_t n = Ops::kLanes;
+  alignas(64) float block[n * n];
+  for (size_t i = 0; i < n * n; ++i) block[i] = static_cast<float>(i);
+  Ops::V rows[n];
+  for (size_t i = 0; i < n; ++i) rows[i] = Ops::Load(block + i * n);
+  Ops::TransposeSquare(rows);
+  alignas(64) float row[n];
+  for (size_t i = 0; i < n; ++i) {
+    Ops::Store(rows[i], row);
+    for (size_t j = 0; j < n; ++j) EXPECT_EQ(row[j], block[j * n + i]) << i << ", " << j;
+  }
+}
+
 }  // namespace flash_test::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -85,6 +103,7 @@ HWY_EXPORT_AND_TEST_P(FlashKernelTest, TestSlidingWindow);
 HWY_EXPORT_AND_TEST_P(FlashKernelTest, TestWideWindowEqualsDense);
 HWY_EXPORT_AND_TEST_P(FlashKernelTest, TestNonFiniteInputStaysInItsRow);
 HWY_EXPORT_AND_TEST_P(FlashKernelTest, TestExp2Accuracy);
+HWY_EXPORT_AND_TEST_P(FlashKernelTest, TestTransposeSquare);
 
 }  // namespace flash_test
 #endif  // HWY_ONCE
