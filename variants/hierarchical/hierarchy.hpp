@@ -149,8 +149,8 @@ inline constexpr std::int64_t kWindowRows = std::int64_t{1} << kWindowLevels;
 
 // Everything that depends on the shape and the spec: the level count, level 0's windows, per
 // coarse level (index l - 1) the stored order of its keys, and the rows the kernel visits at
-// each level: the coarse query schedule, or (causal) fine query rows, per window for the
-// levels the windows coarsen and in one call each for the levels above.
+// each level: the coarse query schedule, or (causal) fine query rows, window by window for
+// every level (those above the windows' reach after all the windows).
 struct Hierarchy {
   std::int64_t block = 0, levels = 0, seq = 0;
   bool causal = false;
