@@ -47,10 +47,11 @@ std::int64_t levels_for(std::int64_t seq, std::int64_t block, std::int64_t reque
   return requested == 0 ? needed : std::min(requested, needed);
 }
 
-// The finest level at which i and j are in equal or adjacent blocks.
-std::int64_t level_of(std::int64_t i, std::int64_t j, std::int64_t block) {
+// The finest level at which i and j are in equal or adjacent blocks of block·2^l positions,
+// from their level-0 block indices (i / (block·2^l) = (i / block) >> l).
+std::int64_t level_of(std::int64_t block_i, std::int64_t block_j) {
   std::int64_t l = 0;
-  while (std::abs(i / (block << l) - j / (block << l)) > 1) ++l;
+  while (std::abs((block_i >> l) - (block_j >> l)) > 1) ++l;
   return l;
 }
 
@@ -81,12 +82,13 @@ Result hierarchical(const ConstTensor& q, const ConstTensor& k, const ConstTenso
           qbar[l].push_back(mean_rows(qr, first, std::min(first + size, seq)));
         }
       }
+      const Rows vr = rows_of(v, b, h / group, std::nullopt, false);
       for (std::int64_t i = 0; i < r.seq_q; ++i) {
         double mx = -std::numeric_limits<double>::infinity();
         for (std::int64_t j = 0; j < seq; ++j) {
           s[j] = -std::numeric_limits<double>::infinity();
           if (j >= len || (mask.causal && j > i)) continue;
-          const std::int64_t l = level_of(i, j, spec.block);
+          const std::int64_t l = level_of(i / spec.block, j / spec.block);
           if (l > levels) continue;
           const std::vector<double>& kb = kbar[l][static_cast<size_t>(j >> l)];
           const std::int64_t lq = mask.causal ? 0 : l;  // causal: the query itself
@@ -97,15 +99,19 @@ Result hierarchical(const ConstTensor& q, const ConstTensor& k, const ConstTenso
           mx = std::max(mx, s[j]);
         }
         if (mx == -std::numeric_limits<double>::infinity()) continue;
+        // s becomes exp(s - max): hidden keys (s = -inf) weigh 0 and are skipped.
         double sum = 0;
-        for (std::int64_t j = 0; j < seq; ++j) sum += std::exp(s[j] - mx);
-        const double lse = mx + std::log(sum);
-        r.lse[static_cast<size_t>((b * r.heads + h) * r.seq_q + i)] = lse;
         for (std::int64_t j = 0; j < seq; ++j) {
-          const double w = std::exp(s[j] - lse);
-          for (std::int64_t d = 0; d < r.dim_v; ++d)
-            r.out[static_cast<size_t>(((b * r.heads + h) * r.seq_q + i) * r.dim_v + d)] +=
-                w * v.at(b, h / group, j, d);
+          s[j] = s[j] == -std::numeric_limits<double>::infinity() ? 0.0 : std::exp(s[j] - mx);
+          sum += s[j];
+        }
+        r.lse[static_cast<size_t>((b * r.heads + h) * r.seq_q + i)] = mx + std::log(sum);
+        double* out = &r.out[static_cast<size_t>(((b * r.heads + h) * r.seq_q + i) * r.dim_v)];
+        for (std::int64_t j = 0; j < seq; ++j) {
+          if (s[j] == 0.0) continue;
+          const double w = s[j] / sum;
+          const std::vector<double>& vj = vr[static_cast<size_t>(j)];
+          for (std::int64_t d = 0; d < r.dim_v; ++d) out[d] += w * vj[static_cast<size_t>(d)];
         }
       }
     }
