@@ -1,5 +1,6 @@
-// MultiHeadAttention with every attention variant (each against the layer reference whose
-// attention step is that variant's oracle), and every argument error the layer raises.
+// MultiHeadAttention with every case of every row of the variant table (each against the layer
+// reference whose attention step is that variant's oracle), auto, and every argument error
+// the layer raises.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "seqattn/error.hpp"
 #include "seqattn/mha.hpp"
 #include "tests/reference/reference.hpp"
+#include "tests/support/variant_test_rows.hpp"
 
 namespace seqattn::testing {
 namespace {
@@ -21,90 +23,53 @@ constexpr double kTolerance = 1e-5;
 constexpr std::int64_t kBatch = 2, kSeq = 33, kModel = 64, kHeads = 4, kKvHeads = 2;
 constexpr std::int64_t kHeadDim = kModel / kHeads;
 
-struct VariantCase {
-  std::string name;
-  VariantSpec spec;
-  // false: the variant is declared but not built yet, so MHA must surface its kNotImplemented
-  // error. Every variant was built when this test was written; flip to false only if one is
-  // taken out again.
-  bool built;
-  // The spec whose oracle checks the result, when it differs (AutoSpec resolves to another).
-  std::optional<VariantSpec> resolved = std::nullopt;
-};
+// One layer run per case every row of the variant table declares, with the case's causal
+// mask and key lengths; then auto, whose policy here picks a row the oracle then checks.
+void check_layer(const MhaConfig& config, const Mask& mask, const VariantSpec& oracle,
+                 const LayerWeights& w, const std::vector<float>& x) {
+  MultiHeadAttention layer = make_layer(config, w);
+  std::vector<float> out(x.size(), 3.0f);
+  const MhaRecord record =
+      layer.forward(sequence(x, kBatch, kSeq, kModel), sequence(out, kBatch, kSeq, kModel), mask);
+  EXPECT_EQ(record.attention.variant, variant_of(oracle));
+  const LayerShape shape{kBatch, kSeq, kSeq, kModel, kHeads, kKvHeads, true};
+  const LayerResult expected = layer_reference(shape, w, x, x, mask, oracle);
+  EXPECT_LE(reference::max_relative_error(out, expected.out), kTolerance);
+}
 
-// Matrices shared by the library call and the oracle (they must see the same ones).
-struct VariantMatrices {
-  std::vector<float> favor = favor_random_matrix(24, kHeadDim, 5);
-  std::vector<float> e = uniform(static_cast<std::size_t>(8 * kSeq), 6, 0.3f);
-  std::vector<float> f = uniform(static_cast<std::size_t>(8 * kSeq), 7, 0.3f);
-};
+MhaConfig variant_config(const VariantSpec& spec) {
+  MhaConfig config;
+  config.d_model = kModel;
+  config.num_heads = kHeads;
+  config.num_kv_heads = kKvHeads;
+  config.bias = true;
+  config.variant = spec;
+  return config;
+}
 
-std::vector<VariantCase> variant_cases(const VariantMatrices& m) {
-  std::vector<VariantCase> cases;
-  cases.push_back({"dense", DenseSpec{}, true});
-  cases.push_back({"sliding-window", SlidingWindowSpec{5, 3, {0, 17}}, true});
-  cases.push_back({"sliding-window-causal", SlidingWindowSpec{4, 0, {}}, true});
-  for (FeatureMap map : {FeatureMap::kElu1, FeatureMap::kRelu, FeatureMap::kFavor}) {
-    LinearSpec spec;
-    spec.feature_map = map;
-    if (map == FeatureMap::kFavor) {
-      spec.num_features = 24;
-      spec.favor_matrix = {m.favor.data(), 24, kHeadDim, kHeadDim};
-    }
-    cases.push_back({"linear-" + std::string(to_string(map)), spec, true});
+TEST(MhaVariants, EveryVariantMatchesItsLayerReference) {
+  const LayerWeights w = random_weights(kModel, kKvHeads * kHeadDim, true, 101);
+  const std::vector<float> x = uniform(static_cast<std::size_t>(kBatch * kSeq * kModel), 13, 1.0f);
+  for (const VariantTestCase& c : every_variant_case()) {
+    SCOPED_TRACE(c.name);
+    const VariantSpec spec = as_variant_spec(c.spec);
+    Mask mask = c.mask(kBatch, kSeq);
+    mask.key_lengths = {kSeq, 20};  // padding in every case
+    check_layer(variant_config(spec), mask, spec, w, x);
   }
-  LinformerSpec linformer;
-  linformer.proj_len = 8;
-  linformer.e = {m.e.data(), 8, kSeq, kSeq};
-  linformer.f = {m.f.data(), 8, kSeq, kSeq};
-  cases.push_back({"linformer", linformer, true});
-  cases.push_back({"hierarchical", HierarchicalSpec{4, 0}, true});  // 3 coarse levels at S = 33
+}
+
+TEST(MhaVariants, AutoRunsThePolicysChoice) {
+  const LayerWeights w = random_weights(kModel, kKvHeads * kHeadDim, true, 101);
+  const std::vector<float> x = uniform(static_cast<std::size_t>(kBatch * kSeq * kModel), 13, 1.0f);
   // The policy's last rule picks linear (relu) for S_k = 33 > 16.
   LinearSpec relu;
   relu.feature_map = FeatureMap::kRelu;
   AutoSpec automatic;
   automatic.policy.rules = {{8, DenseSpec{}}, {16, SlidingWindowSpec{}}, {std::nullopt, relu}};
-  cases.push_back({"auto", automatic, true, relu});
-  return cases;
-}
-
-TEST(MhaVariants, EveryVariantMatchesItsLayerReference) {
-  const VariantMatrices matrices;
-  const LayerWeights w = random_weights(kModel, kKvHeads * kHeadDim, true, 101);
-  const std::vector<float> x = uniform(static_cast<std::size_t>(kBatch * kSeq * kModel), 13, 1.0f);
   Mask mask;
   mask.key_lengths = {kSeq, 20};
-  for (const VariantCase& c : variant_cases(matrices)) {
-    SCOPED_TRACE(c.name);
-    MhaConfig config;
-    config.d_model = kModel;
-    config.num_heads = kHeads;
-    config.num_kv_heads = kKvHeads;
-    config.bias = true;
-    config.variant = c.spec;
-    MultiHeadAttention layer = make_layer(config, w);
-    std::vector<float> out(x.size(), 3.0f);
-    const auto run = [&] {
-      return layer.forward(sequence(x, kBatch, kSeq, kModel), sequence(out, kBatch, kSeq, kModel),
-                           mask);
-    };
-    if (!c.built) {
-      try {
-        run();
-        ADD_FAILURE() << "expected kNotImplemented";
-      } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), ErrorKind::kNotImplemented) << e.what();
-      }
-      EXPECT_EQ(out[0], 3.0f);
-      continue;
-    }
-    const MhaRecord record = run();
-    const VariantSpec& oracle = c.resolved ? *c.resolved : c.spec;
-    EXPECT_EQ(record.attention.variant, variant_of(oracle));
-    const LayerShape shape{kBatch, kSeq, kSeq, kModel, kHeads, kKvHeads, true};
-    const LayerResult expected = layer_reference(shape, w, x, x, mask, oracle);
-    EXPECT_LE(reference::max_relative_error(out, expected.out), kTolerance);
-  }
+  check_layer(variant_config(automatic), mask, relu, w, x);
 }
 
 // A variant that cannot honour an option fails before anything is written.

@@ -14,6 +14,7 @@
 #include "half_support.hpp"
 #include "seqattn/seqattn.hpp"
 #include "tests/reference/reference.hpp"
+#include "tests/support/variant_test_rows.hpp"
 #include "tests/variants/target_loop.hpp"
 
 namespace seqattn {
@@ -42,24 +43,15 @@ Fp32Inputs make_inputs(const Shape& s, Layout layout, std::int64_t pad, std::uin
           make_tensor(s.b, s.hkv, s.sk, s.dv, layout, seed + 2, pad)};
 }
 
-std::vector<VariantSpec> every_variant() {
-  LinearSpec favor;
-  favor.feature_map = FeatureMap::kFavor;
-  favor.num_features = 32;
-  return {DenseSpec{}, SlidingWindowSpec{8, 8, {0, 5}}, LinearSpec{}, favor, LinformerSpec{16}};
-}
-
 // (1): half inputs give the fp32 result on the widened values, bit for bit; a half out is
 // that result rounded.
 template <class T>
-void check_equals_widened_fp32(const VariantSpec& spec, bool causal) {
+void check_equals_widened_fp32(const testing::VariantTestCase& c) {
   const Shape s{2, 4, 2, 37, 37, 24, 40};
   const Fp32Inputs in = make_inputs(s, Layout::kBSHD, 3, 5);
   const OwnedHalf<T> q = rounded<T>(in.q), k = rounded<T>(in.k), v = rounded<T>(in.v);
   const OwnedTensor q32 = widened(q), k32 = widened(k), v32 = widened(v);
-  AttentionOptions options;
-  options.variant = spec;
-  options.mask.causal = causal && !std::holds_alternative<LinformerSpec>(spec);
+  const AttentionOptions options = c.options(s.b, s.sk);
   OwnedTensor want = make_zeros(s.b, s.hq, s.sq, s.dv, Layout::kBHSD, 1);
   attend(q32.cview(), k32.cview(), v32.cview(), want.view, options);
 
@@ -83,12 +75,10 @@ void check_equals_widened_fp32(const VariantSpec& spec, bool causal) {
 }
 
 TEST(HalfAttention, EveryVariantEqualsTheFp32RunOnWidenedInputs) {
-  for (const VariantSpec& spec : every_variant()) {
-    for (const bool causal : {false, true}) {
-      SCOPED_TRACE(std::string(to_string(variant_of(spec))) + (causal ? " causal" : ""));
-      check_equals_widened_fp32<bfloat16>(spec, causal);
-      check_equals_widened_fp32<float16>(spec, causal);
-    }
+  for (const testing::VariantTestCase& c : testing::every_variant_case()) {
+    SCOPED_TRACE(c.name);
+    check_equals_widened_fp32<bfloat16>(c);
+    check_equals_widened_fp32<float16>(c);
   }
 }
 
@@ -145,7 +135,7 @@ void check_accuracy(const char* name, double bound) {
   }
 }
 
-TEST(HalfAttention, WithinTheBoundsOfTheRoundedInputsOnEveryTarget) {
+TEST(HalfAttentionOracle, WithinTheBoundsOfTheRoundedInputsOnEveryTarget) {
   for_each_target([] {
     check_accuracy<bfloat16, bfloat16, bfloat16>("all bf16", 1e-2);
     check_accuracy<float16, float16, float16>("all f16", 2e-3);

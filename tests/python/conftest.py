@@ -1,7 +1,10 @@
 """Shared float64 references and input generators for the Python package's tests."""
 
+import json
 import math
 import os
+import pathlib
+import re
 import subprocess
 
 import numpy as np
@@ -73,6 +76,43 @@ def hierarchical_float64(q, k, v, block, causal=False, levels=0):
     w = np.exp(scores - scores.max(-1, keepdims=True))
     return (w / w.sum(-1, keepdims=True)) @ v64
 
+
+
+SOURCE_DIR = pathlib.Path(__file__).resolve().parents[2]
+_ROW = re.compile(r'^SEQATTN_VARIANT\((\w+), "([^"]+)", (\w+), (\w+)\)', re.M)
+
+
+def variant_rows():
+    """The rows of the variant table (include/seqattn/variant_list.inc), in its order, each
+    with the test cases its folder declares (variants/<stem>/test_cases.json):
+    [(name, stem, declaration)], read as CMake and the C++ suites read them."""
+    table = (SOURCE_DIR / "include/seqattn/variant_list.inc").read_text()
+    rows = []
+    for _, name, _, stem in _ROW.findall(table):
+        with open(SOURCE_DIR / "variants" / stem / "test_cases.json") as f:
+            rows.append((name, stem, json.load(f)))
+    return rows
+
+
+def variant_cases():
+    """Every declared case of every row: (variant, case) with case["params"] as text."""
+    return [(name, c) for name, _, row in variant_rows() for c in row["cases"]]
+
+
+def keyword_value(kind, text):
+    """A parameter's text (as the table writes it) as the Python keyword value of its kind."""
+    if kind in ("integer", "unsigned"):
+        return int(text)
+    if kind == "integers":
+        return [int(t) for t in text.split(",") if t]
+    if kind == "number":
+        return float(text)
+    return text
+
+
+def key_lengths_for(batch, seq_k):
+    """The suites' padding (tests/support/variant_test_rows.cpp): S_k, S_k // 2 + 1, ..."""
+    return [seq_k if b % 2 == 0 else seq_k // 2 + 1 for b in range(batch)]
 
 
 def randn(rng, *shape):

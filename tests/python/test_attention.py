@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import seqattn
-from conftest import hierarchical_float64, randn, reference
+from conftest import (hierarchical_float64, key_lengths_for, keyword_value, randn, reference,
+                      variant_cases, variant_rows)
 
 
 @pytest.mark.parametrize("s_q,s_k,d", [(1, 1, 1), (3, 17, 3), (17, 80, 80), (80, 3, 17)])
@@ -102,26 +103,28 @@ def test_variant_keywords_come_from_the_table(rng):
     assert not np.allclose(small, large)
 
 
-VARIANTS = [
-    ("dense", {}, []),
-    ("dense", {"causal": True, "key_lengths": [40, 17]}, ["--causal", "--key-lengths", "40,17"]),
-    ("sliding-window", {"window": 5, "window_right": 2, "global_tokens": [0, 9]},
-     ["--window", "5", "--window-right", "2", "--global", "0", "9"]),
-    ("linear", {"feature_map": "elu1"}, ["--feature-map", "elu1"]),
-    ("linear", {"feature_map": "relu", "causal": True}, ["--feature-map", "relu", "--causal"]),
-    ("linear", {"feature_map": "favor", "features": 24, "seed": 7},
-     ["--feature-map", "favor", "--features", "24", "--seed", "7"]),
-    ("linformer", {"proj_len": 8, "seed": 3}, ["--proj-len", "8", "--seed", "3"]),
-    ("hierarchical", {"block": 4}, ["--block", "4"]),
-    ("hierarchical", {"block": 6, "levels": 1, "causal": True},
-     ["--block", "6", "--levels", "1", "--causal"]),
-]
+CASES = variant_cases()  # every case every row of the variant table declares
 
 
-@pytest.mark.parametrize("variant,kwargs,flags", VARIANTS,
-                         ids=[f"{v}-{i}" for i, (v, _, _) in enumerate(VARIANTS)])
-def test_every_variant_equals_the_cpp_library(rng, tmp_path, cli, variant, kwargs, flags):
-    q, k, v = randn(rng, 2, 4, 40, 16), randn(rng, 2, 2, 40, 16), randn(rng, 2, 2, 40, 12)
+@pytest.mark.parametrize("variant,case", CASES,
+                         ids=[f"{v}-{c['name']}" for v, c in CASES])
+def test_every_variant_equals_the_cpp_library(rng, tmp_path, cli, variant, case):
+    """The keywords and the CLI's flags both come from the row's parameters (the table's names
+    and kinds): the same call through both gives the same bits."""
+    kinds = {name: kind for name, (kind, _) in seqattn.variant_parameters()[variant].items()}
+    kwargs = {name: keyword_value(kinds[name], text) for name, text in case["params"].items()}
+    flags = [f for name, text in case["params"].items()
+             for f in ("--" + name.replace("_", "-"), text)]
+    cross = variant_parameters_allow_cross_attention(variant)
+    s_q = 29 if cross else 40
+    q, k, v = randn(rng, 2, 4, s_q, 16), randn(rng, 2, 2, 40, 16), randn(rng, 2, 2, 40, 12)
+    if case.get("causal"):
+        kwargs["causal"] = True
+        flags.append("--causal")
+    if case.get("key_lengths"):
+        lengths = key_lengths_for(2, 40)
+        kwargs["key_lengths"] = lengths
+        flags += ["--key-lengths", ",".join(map(str, lengths))]
     ours = seqattn.attention(q, k, v, variant=variant, threads=1, **kwargs)
     theirs = cli(tmp_path, {"q": q, "k": k, "v": v}, "--variant", variant, "--threads", "1",
                  *flags)
@@ -129,6 +132,16 @@ def test_every_variant_equals_the_cpp_library(rng, tmp_path, cli, variant, kwarg
     np.testing.assert_array_equal(ours, theirs)
     if variant == "dense":
         np.testing.assert_allclose(ours, reference(q, k, v, **kwargs), atol=2e-6)
+
+
+def variant_parameters_allow_cross_attention(variant):
+    """Whether the row takes S_q != S_k (its test_cases.json does not declare it unsupported)."""
+    row = next(r for name, _, r in variant_rows() if name == variant)
+    return "S_q != S_k" not in row["unsupported"]
+
+
+def test_the_package_lists_the_rows_of_the_table():
+    assert list(seqattn.variant_parameters()) == [name for name, _, _ in variant_rows()]
 
 
 def test_linear_and_sliding_window_against_float64(rng):

@@ -1,6 +1,7 @@
 // Shared pieces of the reliability tests: views with any strides and any start offset over a
-// buffer whose other elements hold a sentinel, the double reference for any VariantSpec, the
-// variant cases the stride / broadcast / alignment tests run, and error expectations.
+// buffer whose other elements hold a sentinel, the double reference for any spec, the problem
+// shapes of the stride / broadcast / alignment tests for each row's cases (every row of the
+// variant table, tests/support/variant_test_rows.hpp), and error expectations.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -19,8 +20,13 @@
 
 #include "seqattn/seqattn.hpp"
 #include "tests/reference/reference.hpp"
+#include "tests/support/variant_test_rows.hpp"
 
 namespace seqattn::reliability {
+
+using testing::every_variant_case;
+using testing::variant_test_row;
+using testing::VariantTestCase;
 
 using Extents = std::array<std::int64_t, 4>;
 
@@ -170,30 +176,12 @@ inline double default_scale(std::int64_t dim) {
   return static_cast<double>(1.0f / std::sqrt(static_cast<float>(dim)));
 }
 
-// The double reference of any explicit spec, with the matrices the library draws itself
-// (FAVOR+ from spec.seed; Linformer's E from seed and F from seed + 1 over S_k columns).
-inline reference::Result reference_for(const VariantSpec& spec, const ConstTensor& q,
+// The double reference of any explicit spec (reference::variant: the matrices a spec leaves
+// to its seed are drawn as the library draws them).
+inline reference::Result reference_for(const ConcreteSpec& spec, const ConstTensor& q,
                                        const ConstTensor& k, const ConstTensor& v,
                                        const Mask& mask) {
-  const double scale = default_scale(q.shape[3]);
-  if (const auto* w = std::get_if<SlidingWindowSpec>(&spec)) {
-    return reference::sliding_window(q, k, v, *w, mask, scale);
-  }
-  if (const auto* l = std::get_if<LinearSpec>(&spec)) {
-    const std::int64_t dim = q.shape[3];
-    const std::int64_t m = l->num_features == 0 ? dim : l->num_features;
-    std::vector<float> favor;
-    if (l->feature_map == FeatureMap::kFavor) favor = favor_random_matrix(m, dim, l->seed);
-    return reference::linear(q, k, v, l->feature_map, favor, m, l->epsilon, mask, std::nullopt);
-  }
-  if (const auto* f = std::get_if<LinformerSpec>(&spec)) {
-    const std::int64_t s_k = k.shape[2];
-    const std::vector<float> e = linformer_random_projection(f->proj_len, s_k, f->seed);
-    const std::vector<float> g = linformer_random_projection(f->proj_len, s_k, f->seed + 1);
-    return reference::linformer(q, k, v, {e.data(), f->proj_len, s_k, s_k},
-                                {g.data(), f->proj_len, s_k, s_k}, mask, scale);
-  }
-  return reference::dense(q, k, v, mask, scale);
+  return reference::variant(q, k, v, spec, mask, std::nullopt);
 }
 
 // max |lse - ref| / max |ref| over the rows (-inf must match exactly).
@@ -214,23 +202,31 @@ inline double lse_error(const ConstTensor& lse, const reference::Result& ref) {
   return err / scale;
 }
 
-// The problems the stride, broadcast and alignment tests run through every variant: GQA,
-// cross attention (S_q != S_k), D != D_v, two batches.
-struct VariantCase {
-  std::string name;
-  VariantSpec spec;
-  bool causal = false;
-  std::vector<std::int64_t> key_lengths;
-  bool softmax() const {  // produces lse (and, dense / window, weights)
-    return !std::holds_alternative<LinearSpec>(spec);
-  }
-  Mask mask() const {
-    Mask m;
-    m.causal = causal;
-    m.key_lengths = key_lengths;
-    return m;
+// The extents of one suite's problem for one row's case: GQA, cross attention (S_q != S_k,
+// except for a row that is self-attention only, which gets S_q = S_k), D != D_v, two batches.
+struct Dims {
+  std::int64_t batch, heads_q, heads_kv, seq_q, seq_k, dim, dim_v;
+};
+struct Shapes {
+  Extents q, k, v, out, lse, weights;
+  std::int64_t seq_q;
+  Shapes(const Dims& d, const VariantTestCase& c) : seq_q(c.seq_q_for(d.seq_q, d.seq_k)) {
+    q = {d.batch, d.heads_q, seq_q, d.dim};
+    k = {d.batch, d.heads_kv, d.seq_k, d.dim};
+    v = {d.batch, d.heads_kv, d.seq_k, d.dim_v};
+    out = {d.batch, d.heads_q, seq_q, d.dim_v};
+    lse = {d.batch, d.heads_q, seq_q, 1};
+    weights = {d.batch, d.heads_q, seq_q, d.seq_k};
   }
 };
+
+// The row of a case declares whether it produces lse and weights.
+inline bool has_lse(const VariantTestCase& c) {
+  return variant_test_row(c.variant).supports("lse");
+}
+inline bool has_weights(const VariantTestCase& c) {
+  return variant_test_row(c.variant).supports("weights");
+}
 
 inline LinearSpec linear_spec(FeatureMap map, std::int64_t features = 0) {
   LinearSpec s;
@@ -238,35 +234,6 @@ inline LinearSpec linear_spec(FeatureMap map, std::int64_t features = 0) {
   s.num_features = features;
   s.seed = 17;
   return s;
-}
-
-// seq_k is the key count the cases' key lengths refer to.
-inline std::vector<VariantCase> variant_cases(std::int64_t seq_k) {
-  LinformerSpec linformer;
-  linformer.proj_len = 9;
-  linformer.seed = 5;
-  return {
-      {"dense", DenseSpec{}, false, {}},
-      {"dense causal, key lengths", DenseSpec{}, true, {seq_k, seq_k / 2}},
-      {"window", SlidingWindowSpec{6, 4, {}}, false, {}},
-      {"window + globals", SlidingWindowSpec{6, 4, {0, 33, seq_k - 1}}, false, {}},
-      {"window causal + globals", SlidingWindowSpec{9, 0, {2, 40}}, true, {seq_k, seq_k - 11}},
-      {"linear elu1", linear_spec(FeatureMap::kElu1), false, {}},
-      {"linear elu1 causal", linear_spec(FeatureMap::kElu1), true, {}},
-      {"linear relu", linear_spec(FeatureMap::kRelu), false, {seq_k, seq_k - 7}},
-      {"linear relu causal", linear_spec(FeatureMap::kRelu), true, {}},
-      {"linear favor", linear_spec(FeatureMap::kFavor, 24), false, {}},
-      {"linear favor causal", linear_spec(FeatureMap::kFavor, 24), true, {seq_k, seq_k - 3}},
-      {"linformer", linformer, false, {}},
-      {"linformer, key lengths", linformer, false, {seq_k, seq_k - 20}},
-  };
-}
-
-inline AttentionOptions options_for(const VariantCase& c) {
-  AttentionOptions o;
-  o.variant = c.spec;
-  o.mask = c.mask();
-  return o;
 }
 
 // Runs fn and expects a seqattn::Error of `kind` naming `argument` (in argument() and in the

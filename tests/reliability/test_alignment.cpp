@@ -16,12 +16,14 @@ namespace {
 
 using seqattn::testing::for_each_target;
 
-constexpr std::int64_t kB = 2, kHq = 4, kHkv = 2, kSq = 40, kSk = 70, kD = 64, kDv = 32;
-const Extents kQ{kB, kHq, kSq, kD}, kK{kB, kHkv, kSk, kD}, kV{kB, kHkv, kSk, kDv};
-const Extents kOut{kB, kHq, kSq, kDv}, kLse{kB, kHq, kSq, 1}, kWeights{kB, kHq, kSq, kSk};
+constexpr Dims kDims{2, 4, 2, 40, 70, 64, 32};
+constexpr std::int64_t kB = kDims.batch, kHq = kDims.heads_q, kHkv = kDims.heads_kv,
+                       kSk = kDims.seq_k, kD = kDims.dim, kDv = kDims.dim_v;
 
 struct Values {
-  Buffer<float> q = random_tensor(kQ, 201), k = random_tensor(kK, 202), v = random_tensor(kV, 203);
+  explicit Values(const Shapes& s)
+      : q(random_tensor(s.q, 201)), k(random_tensor(s.k, 202)), v(random_tensor(s.v, 203)) {}
+  Buffer<float> q, k, v;
 };
 
 // A copy of `values` whose first element is `offset` elements past a 64-byte boundary.
@@ -34,34 +36,35 @@ Buffer<T> misaligned(const Buffer<float>& values, std::int64_t offset, bool bshd
 }
 
 TEST(Misaligned, F32ViewsOneFloatPastAlignmentMatchTheReference) {
-  const Values in;
-  for (const bool bshd : {false, true}) {
-    const Buffer<float> q = misaligned<float>(in.q, 1, bshd), k = misaligned<float>(in.k, 1, bshd),
-                        v = misaligned<float>(in.v, 1, bshd);
-    for (const Buffer<float>* b : {&q, &k, &v}) ASSERT_EQ(b->address() % 64, 4u);
-    for (const VariantCase& c : variant_cases(kSk)) {
+  for (const VariantTestCase& c : every_variant_case()) {
+    const Shapes s(kDims, c);
+    const Values in(s);
+    const AttentionOptions case_options = c.options(kB, kSk);
+    const reference::Result ref =
+        reference_for(c.spec, in.q.cview(), in.k.cview(), in.v.cview(), case_options.mask);
+    for (const bool bshd : {false, true}) {
       SCOPED_TRACE(c.name + (bshd ? " BSHD" : " BHSD"));
-      const reference::Result ref =
-          reference_for(c.spec, in.q.cview(), in.k.cview(), in.v.cview(), c.mask());
-      const bool weights = !std::holds_alternative<LinearSpec>(c.spec) &&
-                           !std::holds_alternative<LinformerSpec>(c.spec);
+      const Buffer<float> q = misaligned<float>(in.q, 1, bshd),
+                          k = misaligned<float>(in.k, 1, bshd),
+                          v = misaligned<float>(in.v, 1, bshd);
+      for (const Buffer<float>* b : {&q, &k, &v}) ASSERT_EQ(b->address() % 64, 4u);
       for_each_target([&] {
-        Buffer<float> out = make_buffer<float>(kOut, strides_for(kOut, 1, bshd), 1, kOutSentinel);
-        Buffer<float> lse = make_buffer<float>(kLse, strides_for(kLse, 1), 1, kOutSentinel);
+        Buffer<float> out = make_buffer<float>(s.out, strides_for(s.out, 1, bshd), 1, kOutSentinel);
+        Buffer<float> lse = make_buffer<float>(s.lse, strides_for(s.lse, 1), 1, kOutSentinel);
         ASSERT_EQ(out.address() % 64, 4u);
-        AttentionOptions options = options_for(c);
-        if (c.softmax()) options.lse = lse.view;
+        AttentionOptions options = case_options;
+        if (has_lse(c)) options.lse = lse.view;
         attend(q.cview(), k.cview(), v.cview(), out.view, options);
         const double error = reference::max_relative_error(out.view, ref);
         seqattn::testing::worst_error.add(error);
         EXPECT_LE(error, kTolerance);
         expect_untouched_outside(out, kOutSentinel, "out");
-        if (c.softmax()) {
+        if (has_lse(c)) {
           EXPECT_LE(lse_error(lse.cview(), ref), kTolerance);
         }
-        if (!weights) return;
+        if (!has_weights(c)) return;
         // The weights path (dense_rows.cpp) with misaligned out and weights.
-        Buffer<float> w = make_buffer<float>(kWeights, strides_for(kWeights, 1), 1, kOutSentinel);
+        Buffer<float> w = make_buffer<float>(s.weights, strides_for(s.weights, 1), 1, kOutSentinel);
         options.weights = w.view;
         attend(q.cview(), k.cview(), v.cview(), out.view, options);
         EXPECT_LE(reference::max_relative_error(out.view, ref), kTolerance);
@@ -77,30 +80,31 @@ TEST(Misaligned, F32ViewsOneFloatPastAlignmentMatchTheReference) {
 // fp32 run on the widened inputs, rounded once into a half out.
 template <class T>
 void check_half_misaligned() {
-  const Values in;
-  const Buffer<T> q = misaligned<T>(in.q, 1), k = misaligned<T>(in.k, 1),
-                  v = misaligned<T>(in.v, 1);
-  for (const Buffer<T>* b : {&q, &k, &v}) ASSERT_EQ(b->address() % 64, 2u);
-  const Buffer<float> q32 = widened(q), k32 = widened(k), v32 = widened(v);
-  for (const VariantCase& c : variant_cases(kSk)) {
+  for (const VariantTestCase& c : every_variant_case()) {
     SCOPED_TRACE(c.name);
+    const Shapes s(kDims, c);
+    const Values in(s);
+    const Buffer<T> q = misaligned<T>(in.q, 1), k = misaligned<T>(in.k, 1),
+                    v = misaligned<T>(in.v, 1);
+    for (const Buffer<T>* b : {&q, &k, &v}) ASSERT_EQ(b->address() % 64, 2u);
+    const Buffer<float> q32 = widened(q), k32 = widened(k), v32 = widened(v);
+    const AttentionOptions options = c.options(kB, kSk);
     const reference::Result ref =
-        reference_for(c.spec, q32.cview(), k32.cview(), v32.cview(), c.mask());
-    const AttentionOptions options = options_for(c);
+        reference_for(c.spec, q32.cview(), k32.cview(), v32.cview(), options.mask);
     for_each_target([&] {
-      Buffer<float> expected = make_buffer<float>(kOut, strides_for(kOut, 1), 0, kOutSentinel);
+      Buffer<float> expected = make_buffer<float>(s.out, strides_for(s.out, 1), 0, kOutSentinel);
       attend(q32.cview(), k32.cview(), v32.cview(), expected.view, options);
-      Buffer<float> out32 = make_buffer<float>(kOut, strides_for(kOut, 1), 1, kOutSentinel);
+      Buffer<float> out32 = make_buffer<float>(s.out, strides_for(s.out, 1), 1, kOutSentinel);
       attend(q.cview(), k.cview(), v.cview(), out32.view, options);
       EXPECT_LE(reference::max_relative_error(out32.view, ref), kTolerance);
       EXPECT_EQ(bit_differences(bits_of(out32.view), bits_of(expected.view)), 0);
       const T sentinel(kOutSentinel);
-      Buffer<T> out = make_buffer<T>(kOut, strides_for(kOut, 1), 1, sentinel);
+      Buffer<T> out = make_buffer<T>(s.out, strides_for(s.out, 1), 1, sentinel);
       ASSERT_EQ(out.address() % 64, 2u);
       attend(q.cview(), k.cview(), v.cview(), out.view, options);
       std::vector<T> rounded;
       for (const float x : elements(expected.view)) rounded.push_back(T(x));
-      const TensorView<const T> want{rounded.data(), kOut, strides_for(kOut, 1)};
+      const TensorView<const T> want{rounded.data(), s.out, strides_for(s.out, 1)};
       EXPECT_EQ(bit_differences(bits_of(out.view), bits_of(want)), 0);
       expect_untouched_outside(out, sentinel, "half out");
     });
@@ -118,7 +122,7 @@ TEST(Misaligned, F16ViewsOneElementPastAlignmentEqualTheFp32Run) {
 // KvCache::append from misaligned (and strided) k/v, then decode queries and out that are
 // misaligned too: the last S_q rows of causal dense attention over the whole sequence.
 TEST(Misaligned, CacheAppendAndRunFromMisalignedViews) {
-  const Values in;
+  const Values in(Shapes(kDims, testing::variant_test_row(Variant::kDense).cases.front()));
   const std::int64_t seq_q = 3;
   for (const DType dtype : {DType::kF32, DType::kBF16}) {
     SCOPED_TRACE(dtype == DType::kF32 ? "f32 cache" : "bf16 cache");

@@ -22,24 +22,32 @@ constexpr std::int64_t kB = 2, kHq = 4, kHkv = 2, kSq = 45, kSk = 70, kD = 20, k
 const Extents kQ{kB, kHq, kSq, kD}, kK{kB, kHkv, kSk, kD}, kV{kB, kHkv, kSk, kDv};
 const Extents kOut{kB, kHq, kSq, kDv}, kLse{kB, kHq, kSq, 1};
 
+const Extents kQc = strides_for(kQ, 1), kKc = strides_for(kK, 1), kVc = strides_for(kV, 1);
+constexpr Dims kDims{kB, kHq, kHkv, kSq, kSk, kD, kDv};
+
 // Strides of q, k and v (out is contiguous).
 struct Broadcast {
-  const char* name;
+  std::string name;
   Extents q, k, v;
 };
 
-const Extents kQc = strides_for(kQ, 1), kKc = strides_for(kK, 1), kVc = strides_for(kV, 1);
-const Broadcast kBroadcasts[] = {
-    {"k, v head stride 0", kQc, {kSk * kD, 0, kD, 1}, {kSk * kDv, 0, kDv, 1}},
-    {"k, v batch stride 0", kQc, {0, kSk* kD, kD, 1}, {0, kSk* kDv, kDv, 1}},
-    {"k, v batch and head stride 0", kQc, {0, 0, kD, 1}, {0, 0, kDv, 1}},
-    {"q head stride 0", {kSq * kD, 0, kD, 1}, kKc, kVc},
-    {"k seq stride 0 (one key)", kQc, {2 * kSk * kD, kSk* kD, 0, 1}, kVc},
-    {"v seq stride 0 (one value)", kQc, kKc, {2 * kSk * kDv, kSk* kDv, 0, 1}},
-    {"q seq stride 0 (one query)", {kHq * kD, kD, 0, 1}, kKc, kVc},
-    {"k innermost stride 0", kQc, {kHkv * kSk, kSk, 1, 0}, kVc},
-    {"k, v every stride 0", kQc, {0, 0, 0, 0}, {0, 0, 0, 0}},
-};
+// The broadcasts over problem shapes `s` (S_q = S_k for a row that is self-attention only).
+std::vector<Broadcast> broadcasts(const Shapes& s) {
+  const std::int64_t sq = s.seq_q;
+  const Extents qc = strides_for(s.q, 1), kc = strides_for(s.k, 1), vc = strides_for(s.v, 1);
+  return {
+      {"k, v head stride 0", qc, {kSk * kD, 0, kD, 1}, {kSk * kDv, 0, kDv, 1}},
+      {"k, v batch stride 0", qc, {0, kSk * kD, kD, 1}, {0, kSk * kDv, kDv, 1}},
+      {"k, v batch and head stride 0", qc, {0, 0, kD, 1}, {0, 0, kDv, 1}},
+      {"q head stride 0", {sq * kD, 0, kD, 1}, kc, vc},
+      {"k seq stride 0 (one key)", qc, {2 * kSk * kD, kSk * kD, 0, 1}, vc},
+      {"v seq stride 0 (one value)", qc, kc, {2 * kSk * kDv, kSk * kDv, 0, 1}},
+      {"q seq stride 0 (one query)", {kHq * kD, kD, 0, 1}, kc, vc},
+      {"k innermost stride 0", qc, {kHkv * kSk, kSk, 1, 0}, vc},
+      {"k, v every stride 0", qc, {0, 0, 0, 0}, {0, 0, 0, 0}},
+  };
+}
+constexpr std::size_t kOneKey = 4, kOneValue = 5;  // indices into broadcasts()
 
 template <class T = float>
 Buffer<T> random_view(const Extents& shape, const Extents& strides, std::uint32_t seed) {
@@ -49,17 +57,19 @@ Buffer<T> random_view(const Extents& shape, const Extents& strides, std::uint32_
 }
 
 TEST(StrideZero, BroadcastInputsMatchTheReferenceInEveryVariant) {
-  for (const Broadcast& bc : kBroadcasts) {
-    SCOPED_TRACE(bc.name);
-    const Buffer<float> q = random_view(kQ, bc.q, 11), k = random_view(kK, bc.k, 12),
-                        v = random_view(kV, bc.v, 13);
-    for (const VariantCase& c : variant_cases(kSk)) {
-      SCOPED_TRACE(c.name);
+  for (const VariantTestCase& c : every_variant_case()) {
+    SCOPED_TRACE(c.name);
+    const Shapes s(kDims, c);
+    const AttentionOptions options = c.options(kB, kSk);
+    for (const Broadcast& bc : broadcasts(s)) {
+      SCOPED_TRACE(bc.name);
+      const Buffer<float> q = random_view(s.q, bc.q, 11), k = random_view(s.k, bc.k, 12),
+                          v = random_view(s.v, bc.v, 13);
       const reference::Result ref =
-          reference_for(c.spec, q.cview(), k.cview(), v.cview(), c.mask());
+          reference_for(c.spec, q.cview(), k.cview(), v.cview(), options.mask);
       for_each_target([&] {
-        Buffer<float> out = make_buffer<float>(kOut, strides_for(kOut, 1), 0, kOutSentinel);
-        attend(q.cview(), k.cview(), v.cview(), out.view, options_for(c));
+        Buffer<float> out = make_buffer<float>(s.out, strides_for(s.out, 1), 0, kOutSentinel);
+        attend(q.cview(), k.cview(), v.cview(), out.view, options);
         const double error = reference::max_relative_error(out.view, ref);
         seqattn::testing::worst_error.add(error);
         EXPECT_LE(error, kTolerance);
@@ -70,29 +80,32 @@ TEST(StrideZero, BroadcastInputsMatchTheReferenceInEveryVariant) {
 
 // Independent of the reference: with one key row for all positions every visible key has the
 // same score, so softmax attention is the plain mean of the visible values; with one value row
-// every row with a visible key is that row.
+// every row with a visible key is that row. For the rows whose keys are the caller's keys
+// with per-key weights (those that report weights; Linformer mixes positions by E, linear
+// attention's scores are no softmax, hierarchical's coarse keys are group means).
 TEST(StrideZero, OneKeyGivesTheMeanOfTheValuesAndOneValueGivesThatValue) {
-  const Buffer<float> q = random_view(kQ, kQc, 21), v = random_view(kV, kVc, 23);
-  const Buffer<float> one_k = random_view(kK, kBroadcasts[4].k, 22);
-  const Buffer<float> k = random_view(kK, kKc, 24), one_v = random_view(kV, kBroadcasts[5].v, 25);
-  for (const VariantCase& c : variant_cases(kSk)) {
-    if (std::holds_alternative<LinearSpec>(c.spec) ||
-        std::holds_alternative<LinformerSpec>(c.spec)) {
-      continue;  // their keys are not softmax keys (Linformer mixes positions by E)
-    }
+  for (const VariantTestCase& c : every_variant_case()) {
+    if (!has_weights(c)) continue;
     SCOPED_TRACE(c.name);
-    const AttentionOptions options = options_for(c);
+    const Shapes s(kDims, c);
+    const std::vector<Broadcast> bcs = broadcasts(s);
+    const Buffer<float> q = random_view(s.q, strides_for(s.q, 1), 21);
+    const Buffer<float> v = random_view(s.v, strides_for(s.v, 1), 23);
+    const Buffer<float> one_k = random_view(s.k, bcs[kOneKey].k, 22);
+    const Buffer<float> k = random_view(s.k, strides_for(s.k, 1), 24);
+    const Buffer<float> one_v = random_view(s.v, bcs[kOneValue].v, 25);
+    const AttentionOptions options = c.options(kB, kSk);
     const reference::Result visible = reference_for(c.spec, q.cview(), k.cview(), v.cview(),
-                                                    c.mask());  // only its weights' support
+                                                    options.mask);  // only its weights' support
     for_each_target([&] {
-      Buffer<float> mean = make_buffer<float>(kOut, strides_for(kOut, 1), 0, kOutSentinel);
-      Buffer<float> same = make_buffer<float>(kOut, strides_for(kOut, 1), 0, kOutSentinel);
+      Buffer<float> mean = make_buffer<float>(s.out, strides_for(s.out, 1), 0, kOutSentinel);
+      Buffer<float> same = make_buffer<float>(s.out, strides_for(s.out, 1), 0, kOutSentinel);
       attend(q.cview(), one_k.cview(), v.cview(), mean.view, options);
       attend(q.cview(), k.cview(), one_v.cview(), same.view, options);
       double err_mean = 0, err_same = 0;
       for (std::int64_t b = 0; b < kB; ++b)
         for (std::int64_t h = 0; h < kHq; ++h)
-          for (std::int64_t i = 0; i < kSq; ++i) {
+          for (std::int64_t i = 0; i < s.seq_q; ++i) {
             std::vector<double> sum(kDv, 0.0);
             std::int64_t n = 0;
             for (std::int64_t j = 0; j < kSk; ++j) {
@@ -116,15 +129,16 @@ TEST(StrideZero, OneKeyGivesTheMeanOfTheValuesAndOneValueGivesThatValue) {
 // The same data seen by both batches (batch stride 0 on q, k and v, no key lengths) gives the
 // same rows bit for bit: every row is computed alone in a fixed order.
 TEST(StrideZero, BatchBroadcastGivesBitwiseEqualBatches) {
-  const Buffer<float> q = random_view(kQ, {0, kSq * kD, kD, 1}, 31);
-  const Buffer<float> k = random_view(kK, {0, kSk * kD, kD, 1}, 32);
-  const Buffer<float> v = random_view(kV, {0, kSk * kDv, kDv, 1}, 33);
-  for (const VariantCase& c : variant_cases(kSk)) {
-    if (!c.key_lengths.empty()) continue;
+  for (const VariantTestCase& c : every_variant_case()) {
+    if (c.key_lengths) continue;
     SCOPED_TRACE(c.name);
+    const Shapes s(kDims, c);
+    const Buffer<float> q = random_view(s.q, {0, s.seq_q * kD, kD, 1}, 31);
+    const Buffer<float> k = random_view(s.k, {0, kSk * kD, kD, 1}, 32);
+    const Buffer<float> v = random_view(s.v, {0, kSk * kDv, kDv, 1}, 33);
     for_each_target([&] {
-      Buffer<float> out = make_buffer<float>(kOut, strides_for(kOut, 1), 0, kOutSentinel);
-      attend(q.cview(), k.cview(), v.cview(), out.view, options_for(c));
+      Buffer<float> out = make_buffer<float>(s.out, strides_for(s.out, 1), 0, kOutSentinel);
+      attend(q.cview(), k.cview(), v.cview(), out.view, c.options(kB, kSk));
       TensorView<float> b0 = out.view, b1 = out.view;
       b0.shape[0] = b1.shape[0] = 1;
       b1.data = out.view.ptr(1, 0, 0);
@@ -135,24 +149,25 @@ TEST(StrideZero, BatchBroadcastGivesBitwiseEqualBatches) {
 
 // An out stride of 0 on an axis of extent > 1: refused, naming the stride, out untouched.
 TEST(StrideZero, OutputWithStrideZeroIsRejectedWithoutWriting) {
-  const Buffer<float> q = random_view(kQ, kQc, 41), k = random_view(kK, kKc, 42),
-                      v = random_view(kV, kVc, 43);
-  for (const VariantCase& c : variant_cases(kSk)) {
+  for (const VariantTestCase& c : every_variant_case()) {
     SCOPED_TRACE(c.name);
-    const AttentionPlan plan = make_plan({kB, kHq, kHkv, kSq, kSk, kD, kDv}, options_for(c));
+    const Shapes s(kDims, c);
+    const Buffer<float> q = random_view(s.q, strides_for(s.q, 1), 41),
+                        k = random_view(s.k, strides_for(s.k, 1), 42),
+                        v = random_view(s.v, strides_for(s.v, 1), 43);
+    const AttentionOptions options = c.options(kB, kSk);
+    const AttentionPlan plan = make_plan({kB, kHq, kHkv, s.seq_q, kSk, kD, kDv}, options);
     for (int axis = 0; axis < 4; ++axis) {
       SCOPED_TRACE("axis " + std::to_string(axis));
       const std::string argument = "out.strides[" + std::to_string(axis) + "]";
-      Extents strides = strides_for(kOut, 1);
+      Extents strides = strides_for(s.out, 1);
       strides[axis] = 0;
-      Buffer<float> out = make_buffer<float>(kOut, strides, 0, kOutSentinel);
-      expect_error([&] { attend(q.cview(), k.cview(), v.cview(), out.view, options_for(c)); },
-                   argument);
+      Buffer<float> out = make_buffer<float>(s.out, strides, 0, kOutSentinel);
+      expect_error([&] { attend(q.cview(), k.cview(), v.cview(), out.view, options); }, argument);
       expect_error([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view); }, argument);
       // A half out is checked before it is staged (F32Staging::output).
-      Buffer<bfloat16> half = make_buffer<bfloat16>(kOut, strides, 0, bfloat16(kOutSentinel));
-      expect_error([&] { attend(q.cview(), k.cview(), v.cview(), half.view, options_for(c)); },
-                   argument);
+      Buffer<bfloat16> half = make_buffer<bfloat16>(s.out, strides, 0, bfloat16(kOutSentinel));
+      expect_error([&] { attend(q.cview(), k.cview(), v.cview(), half.view, options); }, argument);
       EXPECT_EQ(out.storage[out.first], kOutSentinel);
       expect_untouched_outside(out, kOutSentinel, "out");
       EXPECT_EQ(half.storage[half.first].bits, bfloat16(kOutSentinel).bits);

@@ -27,9 +27,7 @@ namespace {
 
 using seqattn::testing::for_each_target;
 
-constexpr std::int64_t kB = 2, kHq = 4, kHkv = 2, kSq = 45, kSk = 70, kD = 20, kDv = 12;
-const Extents kQ{kB, kHq, kSq, kD}, kK{kB, kHkv, kSk, kD}, kV{kB, kHkv, kSk, kDv};
-const Extents kOut{kB, kHq, kSq, kDv}, kLse{kB, kHq, kSq, 1}, kWeights{kB, kHq, kSq, kSk};
+constexpr Dims kDims{2, 4, 2, 45, 70, 20, 12};
 
 // Innermost strides of q, k, v and out (lse and weights take out's), and the axis order.
 struct Layout {
@@ -45,7 +43,9 @@ constexpr Layout kLayouts[] = {
 };
 
 struct Values {
-  Buffer<float> q = random_tensor(kQ, 101), k = random_tensor(kK, 102), v = random_tensor(kV, 103);
+  explicit Values(const Shapes& s)
+      : q(random_tensor(s.q, 101)), k(random_tensor(s.k, 102)), v(random_tensor(s.v, 103)) {}
+  Buffer<float> q, k, v;
 };
 
 // A copy of `values` in a buffer with innermost stride `step` (NaN in the gaps).
@@ -56,22 +56,25 @@ Buffer<float> spread(const Buffer<float>& values, std::int64_t step, bool bshd) 
   return b;
 }
 
-void check_case(const VariantCase& c, bool with_weights) {
+void check_case(const VariantTestCase& c, bool with_weights) {
   SCOPED_TRACE(c.name + (with_weights ? " + weights" : ""));
-  const Values in;
+  const Shapes s(kDims, c);
+  const Values in(s);
+  const Mask mask = c.mask(kDims.batch, kDims.seq_k);
   const reference::Result ref =
-      reference_for(c.spec, in.q.cview(), in.k.cview(), in.v.cview(), c.mask());
+      reference_for(c.spec, in.q.cview(), in.k.cview(), in.v.cview(), mask);
   std::vector<float> ref_weights_f;
   for (const Layout& l : kLayouts) {
     SCOPED_TRACE(l.name);
     const Buffer<float> q = spread(in.q, l.q, l.bshd), k = spread(in.k, l.k, l.bshd),
                         v = spread(in.v, l.v, l.bshd);
-    Buffer<float> out = make_buffer<float>(kOut, strides_for(kOut, l.out, l.bshd), 0, kOutSentinel);
-    Buffer<float> lse = make_buffer<float>(kLse, strides_for(kLse, l.out), 0, kOutSentinel);
+    Buffer<float> out =
+        make_buffer<float>(s.out, strides_for(s.out, l.out, l.bshd), 0, kOutSentinel);
+    Buffer<float> lse = make_buffer<float>(s.lse, strides_for(s.lse, l.out), 0, kOutSentinel);
     Buffer<float> weights =
-        make_buffer<float>(kWeights, strides_for(kWeights, l.out), 0, kOutSentinel);
-    AttentionOptions options = options_for(c);
-    if (c.softmax()) options.lse = lse.view;
+        make_buffer<float>(s.weights, strides_for(s.weights, l.out), 0, kOutSentinel);
+    AttentionOptions options = c.options(kDims.batch, kDims.seq_k);
+    if (has_lse(c)) options.lse = lse.view;
     if (with_weights) options.weights = weights.view;
     for_each_target([&] {
       for (Buffer<float>* b : {&out, &lse, &weights})
@@ -81,7 +84,7 @@ void check_case(const VariantCase& c, bool with_weights) {
       seqattn::testing::worst_error.add(error);
       EXPECT_LE(error, kTolerance);
       expect_untouched_outside(out, kOutSentinel, "out");
-      if (c.softmax()) {
+      if (has_lse(c)) {
         EXPECT_LE(lse_error(lse.cview(), ref), kTolerance);
         expect_untouched_outside(lse, kOutSentinel, "lse");
       }
@@ -94,15 +97,12 @@ void check_case(const VariantCase& c, bool with_weights) {
 }
 
 TEST(InnermostStride, EveryVariantMatchesTheReference) {
-  for (const VariantCase& c : variant_cases(kSk)) check_case(c, false);
+  for (const VariantTestCase& c : every_variant_case()) check_case(c, false);
 }
 
-TEST(InnermostStride, DenseAndWindowWithWeightsMatchTheReference) {
-  for (const VariantCase& c : variant_cases(kSk)) {
-    if (std::holds_alternative<DenseSpec>(c.spec) ||
-        std::holds_alternative<SlidingWindowSpec>(c.spec)) {
-      check_case(c, true);
-    }
+TEST(InnermostStride, EveryVariantWithWeightsMatchesTheReference) {
+  for (const VariantTestCase& c : every_variant_case()) {
+    if (has_weights(c)) check_case(c, true);
   }
 }
 
@@ -111,9 +111,10 @@ TEST(InnermostStride, DenseAndWindowWithWeightsMatchTheReference) {
 // inputs with the result rounded once (docs/architecture.md, "Half precision"): out is
 // compared bitwise with T(fp32 out) of a contiguous fp32 run over the same rounded values.
 template <class T>
-void check_half_case(const VariantCase& c) {
+void check_half_case(const VariantTestCase& c) {
   SCOPED_TRACE(c.name);
-  const Values in;
+  const Shapes s(kDims, c);
+  const Values in(s);
   auto halve = [](const Buffer<float>& values, std::int64_t step, bool bshd) {
     const Extents& shape = values.view.shape;
     Buffer<T> h = make_buffer<T>(shape, strides_for(shape, step, bshd), 0, T(kNaN));
@@ -124,25 +125,26 @@ void check_half_case(const VariantCase& c) {
   const Buffer<float> q32 = widened(q), k32 = widened(k), v32 = widened(v);
   // Contiguous fp32 copies of the rounded values: the run the half run must equal.
   Buffer<float> qc = spread(q32, 1, false), kc = spread(k32, 1, false), vc = spread(v32, 1, false);
-  const reference::Result ref = reference_for(c.spec, qc.cview(), kc.cview(), vc.cview(), c.mask());
-  const AttentionOptions options = options_for(c);
+  const AttentionOptions options = c.options(kDims.batch, kDims.seq_k);
+  const reference::Result ref =
+      reference_for(c.spec, qc.cview(), kc.cview(), vc.cview(), options.mask);
   for_each_target([&] {
-    Buffer<float> expected = make_buffer<float>(kOut, strides_for(kOut, 1), 0, kOutSentinel);
+    Buffer<float> expected = make_buffer<float>(s.out, strides_for(s.out, 1), 0, kOutSentinel);
     attend(qc.cview(), kc.cview(), vc.cview(), expected.view, options);
     EXPECT_LE(reference::max_relative_error(expected.view, ref), kTolerance);
     // f32 out, step 2, from strided half inputs.
-    Buffer<float> out32 = make_buffer<float>(kOut, strides_for(kOut, 2), 0, kOutSentinel);
+    Buffer<float> out32 = make_buffer<float>(s.out, strides_for(s.out, 2), 0, kOutSentinel);
     attend(q.cview(), k.cview(), v.cview(), out32.view, options);
     EXPECT_EQ(bit_differences(bits_of(out32.view), bits_of(expected.view)), 0);
     expect_untouched_outside(out32, kOutSentinel, "f32 out");
     // Half out, step 3: the fp32 result rounded once.
     const T sentinel(kOutSentinel);
-    Buffer<T> out = make_buffer<T>(kOut, strides_for(kOut, 3, true), 0, sentinel);
+    Buffer<T> out = make_buffer<T>(s.out, strides_for(s.out, 3, true), 0, sentinel);
     attend(q.cview(), k.cview(), v.cview(), out.view, options);
     std::vector<T> rounded;
     for (const float x : elements(expected.view)) rounded.push_back(T(x));
     const Buffer<float> got = widened(out);
-    const TensorView<const T> want{rounded.data(), kOut, strides_for(kOut, 1)};
+    const TensorView<const T> want{rounded.data(), s.out, strides_for(s.out, 1)};
     EXPECT_EQ(bit_differences(bits_of(out.view), bits_of(want)), 0);
     const double bound = std::is_same_v<T, bfloat16> ? 1e-2 : 2e-3;  // the suite's half bounds
     EXPECT_LE(reference::max_relative_error(got.view, ref), bound);
@@ -150,24 +152,19 @@ void check_half_case(const VariantCase& c) {
   });
 }
 
-std::vector<VariantCase> half_cases() {
-  std::vector<VariantCase> picked;
-  for (const VariantCase& c : variant_cases(kSk)) {
-    if (c.name == "dense causal, key lengths" || c.name == "window causal + globals" ||
-        c.name == "linear favor causal" || c.name == "linear elu1" ||
-        c.name == "linformer, key lengths") {
-      picked.push_back(c);
-    }
-  }
+// Each row's case with the most masks.
+std::vector<VariantTestCase> half_cases() {
+  std::vector<VariantTestCase> picked;
+  for (const auto& row : testing::variant_test_rows()) picked.push_back(row.fullest_case());
   return picked;
 }
 
 TEST(InnermostStride, StridedBf16ViewsEqualTheFp32Run) {
-  for (const VariantCase& c : half_cases()) check_half_case<bfloat16>(c);
+  for (const VariantTestCase& c : half_cases()) check_half_case<bfloat16>(c);
 }
 
 TEST(InnermostStride, StridedF16ViewsEqualTheFp32Run) {
-  for (const VariantCase& c : half_cases()) check_half_case<float16>(c);
+  for (const VariantTestCase& c : half_cases()) check_half_case<float16>(c);
 }
 
 }  // namespace

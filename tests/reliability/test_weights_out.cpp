@@ -18,7 +18,7 @@ using seqattn::testing::for_each_target;
 struct WeightsCase {
   std::string name;
   std::int64_t batch, heads_q, heads_kv, seq_q, seq_k, dim, dim_v;
-  VariantSpec spec;
+  ConcreteSpec spec;
   bool causal;
   std::vector<std::int64_t> key_lengths;
   bool bias;
@@ -68,7 +68,7 @@ Inputs make_inputs(const WeightsCase& c, std::uint32_t seed) {
   in.q = random_tensor({c.batch, c.heads_q, c.seq_q, c.dim}, seed);
   in.k = random_tensor({c.batch, c.heads_kv, c.seq_k, c.dim}, seed + 1);
   in.v = random_tensor({c.batch, c.heads_kv, c.seq_k, c.dim_v}, seed + 2);
-  in.options.variant = c.spec;
+  in.options.variant = as_variant_spec(c.spec);
   in.options.mask.causal = c.causal;
   in.options.mask.key_lengths = c.key_lengths;
   if (c.bias) {

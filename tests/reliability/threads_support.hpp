@@ -40,8 +40,8 @@ inline int team_of_a_region_started_here(int n) {
   return team;
 }
 
-// One problem per variant (hierarchical also with one pair, see kOnePairJob), big enough that
-// every kernel starts a thread team (linear needs 1 MFLOP, Linformer's projection too),
+// The jobs every row of the variant table declares (its test_cases.json "jobs"), big enough
+// that every kernel starts a thread team (linear needs 1 MFLOP, Linformer's projection too),
 // shared read-only by every thread of a test.
 struct Job {
   std::string name;
@@ -57,39 +57,32 @@ struct JobShape {
   std::int64_t batch, heads_q, heads_kv, seq, dim;
 };
 inline constexpr JobShape kUsualJob{2, 4, 2, 300, 32};
-// One (batch, kv head) pair, fewer than the threads: hierarchical splits each of its calls and
-// passes across the team instead of giving each thread whole pairs; three of its windows.
+// One (batch, kv head) pair, fewer than the threads: a variant may split each of its calls
+// and passes across the team instead of giving each thread whole pairs (hierarchical does,
+// over three of its windows).
 inline constexpr JobShape kOnePairJob{1, 2, 1, 2100, 64};
 
 inline std::vector<Job> make_jobs() {
   std::vector<Job> jobs;
-  auto add = [&](const std::string& name, const VariantSpec& spec, bool causal,
-                 const JobShape& s = kUsualJob, bool rope = false) {
-    Job j;
-    j.name = name;
-    j.options.variant = spec;
-    j.options.mask.causal = causal;
-    if (rope) j.options.rope = RotaryEmbedding{};
-    const std::uint32_t seed = 600 + 10 * static_cast<std::uint32_t>(jobs.size());
-    j.q = random_tensor({s.batch, s.heads_q, s.seq, s.dim}, seed);
-    j.k = random_tensor({s.batch, s.heads_kv, s.seq, s.dim}, seed + 1);
-    j.v = random_tensor({s.batch, s.heads_kv, s.seq, s.dim}, seed + 2);
-    j.out_shape = {s.batch, s.heads_q, s.seq, s.dim};
-    j.plan = std::make_unique<AttentionPlan>(
-        make_plan({s.batch, s.heads_q, s.heads_kv, s.seq, s.seq, s.dim, s.dim}, j.options));
-    j.plan_documented = documented_threads(0);
-    jobs.push_back(std::move(j));
-  };
-  LinformerSpec linformer;
-  linformer.proj_len = 64;
-  add("dense causal", DenseSpec{}, true);
-  add("window + globals", SlidingWindowSpec{40, 20, {0, 150}}, false);
-  add("linear favor causal", linear_spec(FeatureMap::kFavor, 48), true);
-  add("linear elu1", linear_spec(FeatureMap::kElu1), false);
-  add("linformer", linformer, false);
-  add("hierarchical", HierarchicalSpec{16, 0}, false);
-  add("hierarchical rope, one pair", HierarchicalSpec{32, 0}, false, kOnePairJob, true);
-  add("hierarchical causal rope, one pair", HierarchicalSpec{32, 0}, true, kOnePairJob, true);
+  for (const testing::VariantTestRow& row : testing::variant_test_rows()) {
+    for (const testing::VariantJob& declared : row.jobs) {
+      const JobShape& s = declared.shape == testing::JobShape::kOnePair ? kOnePairJob : kUsualJob;
+      Job j;
+      j.name = declared.name;
+      j.options.variant = as_variant_spec(declared.spec);
+      j.options.mask.causal = declared.causal;
+      if (declared.rope) j.options.rope = RotaryEmbedding{};
+      const std::uint32_t seed = 600 + 10 * static_cast<std::uint32_t>(jobs.size());
+      j.q = random_tensor({s.batch, s.heads_q, s.seq, s.dim}, seed);
+      j.k = random_tensor({s.batch, s.heads_kv, s.seq, s.dim}, seed + 1);
+      j.v = random_tensor({s.batch, s.heads_kv, s.seq, s.dim}, seed + 2);
+      j.out_shape = {s.batch, s.heads_q, s.seq, s.dim};
+      j.plan = std::make_unique<AttentionPlan>(
+          make_plan({s.batch, s.heads_q, s.heads_kv, s.seq, s.seq, s.dim, s.dim}, j.options));
+      j.plan_documented = documented_threads(0);
+      jobs.push_back(std::move(j));
+    }
+  }
   return jobs;
 }
 

@@ -7,12 +7,15 @@
 #include <charconv>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "seqattn/seqattn.hpp"
 #include "target_loop.hpp"
 #include "tests/reference/reference.hpp"
 #include "tests/support/test_tensors.hpp"
+#include "tests/support/variant_test_rows.hpp"
 
 namespace seqattn::testing {
 namespace {
@@ -130,6 +133,105 @@ TEST_P(VariantTable, DefaultSpecMatchesItsReference) {
     worst_error.add(error);
     EXPECT_LT(error, 1e-5) << to_string(v);
   });
+}
+
+// The options a row's test_cases.json declares unsupported are refused with an Error of kind
+// kUnsupported naming exactly that argument, writing nothing; every other declarable option
+// is honoured (the call returns and matches the float64 reference where the reference takes
+// the option). So what the cross-cutting suites skip for a row is what the row refuses.
+struct OptionProblem {
+  std::int64_t seq_q = 24;
+  AttentionOptions options;
+  OwnedTensor keep_storage, bias, weights, lse;
+  std::vector<std::uint8_t> keep;
+  reference::Positional positional;
+};
+
+OptionProblem with_option(std::string_view option, const VariantTestCase& c) {
+  constexpr std::int64_t b = 2, hq = 4, sk = 24;
+  OptionProblem p;
+  p.options.variant = as_variant_spec(c.spec);
+  if (option == "S_q != S_k") p.seq_q = 17;
+  if (option == "mask.causal") p.options.mask.causal = true;
+  if (option == "mask.key_lengths") p.options.mask.key_lengths = {sk, 13};
+  if (option == "mask.keep") {
+    for (std::int64_t i = 0; i < p.seq_q * sk; ++i) p.keep.push_back(i % 3 != 1);
+    p.options.mask.keep =
+        TensorView<const std::uint8_t>{p.keep.data(), {1, 1, p.seq_q, sk}, {0, 0, sk, 1}};
+  }
+  if (option == "mask.bias") {
+    p.bias = make_tensor(1, hq, p.seq_q, sk, Layout::kBHSD, 91);
+    p.options.mask.bias = p.bias.cview();
+  }
+  if (option == "weights") {
+    p.weights = make_zeros(b, hq, p.seq_q, sk);
+    p.options.weights = p.weights.view;
+  }
+  if (option == "lse") {
+    p.lse = make_zeros(b, hq, p.seq_q, 1);
+    p.options.lse = p.lse.view;
+  }
+  if (option == "options.rope") {
+    p.options.rope = RotaryEmbedding{};
+    p.positional.rope = RotaryEmbedding{};
+  }
+  if (option == "options.alibi") {
+    p.options.alibi = Alibi{};
+    for (const float slope : alibi_slopes(hq)) p.positional.alibi_slopes.push_back(slope);
+    p.positional.alibi_symmetric = true;
+  }
+  return p;
+}
+
+TEST_P(VariantTable, DeclaredOptionsAreHonouredOrRefused) {
+  const VariantTestRow& row = variant_test_row(GetParam());
+  const VariantTestCase& c = row.cases.front();
+  constexpr std::int64_t b = 2, hq = 4, hkv = 2, sk = 24, d = 16;
+  const OwnedTensor k = make_tensor(b, hkv, sk, d, Layout::kBHSD, 82);
+  const OwnedTensor v = make_tensor(b, hkv, sk, d, Layout::kBHSD, 83);
+  for (const std::string_view option : kDeclarableOptions) {
+    SCOPED_TRACE(std::string(option));
+    OptionProblem p = with_option(option, c);
+    const OwnedTensor q = make_tensor(b, hq, p.seq_q, d, Layout::kBHSD, 81);
+    OwnedTensor out = make_tensor(b, hq, p.seq_q, d, Layout::kBHSD, 84);
+    const std::vector<float> before = out.storage;
+    if (!row.supports(option)) {
+      try {
+        attend(q.view, k.view, v.view, out.view, p.options);
+        ADD_FAILURE() << row.stem << " declares '" << option << "' unsupported but honoured it";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kUnsupported) << e.what();
+        EXPECT_EQ(e.argument(), option) << e.what();
+      }
+      EXPECT_EQ(out.storage, before) << "a refused call wrote to out";
+      continue;
+    }
+    EXPECT_NO_THROW(attend(q.view, k.view, v.view, out.view, p.options))
+        << row.stem << " refused '" << option << "' without declaring it unsupported";
+    const reference::Result ref = reference::variant(q.view, k.view, v.view, c.spec, p.options.mask,
+                                                     std::nullopt, p.positional);
+    EXPECT_LT(reference::max_relative_error(out.view, ref), 1e-5);
+  }
+}
+
+// Every row declares its test cases, and each declared case runs and matches its reference.
+TEST_P(VariantTable, DeclaredCasesMatchTheirReference) {
+  const VariantTestRow& row = variant_test_row(GetParam());
+  ASSERT_FALSE(row.cases.empty());
+  for (const VariantTestCase& c : row.cases) {
+    SCOPED_TRACE(c.name);
+    const std::int64_t b = 2, hq = 4, hkv = 2, sk = 40, sq = c.seq_q_for(29, sk), d = 16;
+    const OwnedTensor q = make_tensor(b, hq, sq, d, Layout::kBSHD, 61, 1);
+    const OwnedTensor k = make_tensor(b, hkv, sk, d, Layout::kBSHD, 62, 1);
+    const OwnedTensor vv = make_tensor(b, hkv, sk, 12, Layout::kBSHD, 63, 1);
+    OwnedTensor out = make_zeros(b, hq, sq, 12);
+    const AttentionOptions options = c.options(b, sk);
+    attend(q.view, k.view, vv.view, out.view, options);
+    EXPECT_LT(
+        reference::max_relative_error(out.view, reference::variant(q.view, k.view, vv.view, c.spec,
+                                                                   options.mask, std::nullopt)),
+        1e-5);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryRow, VariantTable, ::testing::ValuesIn(concrete_variants()), name_of);
