@@ -33,15 +33,15 @@ void expect_matches_reference(const SlidingWindowSpec& spec, bool causal, int th
   EXPECT_LE(reference::max_relative_error(out.view, ref), 1e-5);
 }
 
-TEST(SlidingWindowLong, SegmentedBandMatchesReference) {
+TEST(SlidingWindowLongOracle, SegmentedBandMatchesReference) {
   expect_matches_reference({100, 50, {}}, false, 2);
 }
 
-TEST(SlidingWindowLong, SegmentedCausalBandMatchesReference) {
+TEST(SlidingWindowLongOracle, SegmentedCausalBandMatchesReference) {
   expect_matches_reference({300, 0, {}}, true, 1);
 }
 
-TEST(SlidingWindowLong, SegmentedBandWithGlobalTokensMatchesReference) {
+TEST(SlidingWindowLongOracle, SegmentedBandWithGlobalTokensMatchesReference) {
   // Global query rows take the final full-packing pass; global keys take fixed ring slots.
   expect_matches_reference({64, 64, {0, 2047, 2048, 4499}}, false, 2);
 }

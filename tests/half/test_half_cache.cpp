@@ -94,7 +94,7 @@ void check_shapes(const char* name, double bound) {
   check_cache<T, TQ>(name, bound, 4, 1, 128, 1, {2100}, DenseSpec{}, true);
 }
 
-TEST(HalfCache, MatchesTheReferenceOverTheRoundedTokensOnEveryTarget) {
+TEST(HalfCacheOracle, MatchesTheReferenceOverTheRoundedTokensOnEveryTarget) {
   for_each_target([] {
     check_shapes<bfloat16, float>("bf16 cache, f32 q/out", 1e-5);
     check_shapes<float16, float>("f16 cache, f32 q/out", 1e-5);

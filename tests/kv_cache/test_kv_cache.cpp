@@ -104,7 +104,7 @@ void check_decode(const DecodeCase& c, const std::vector<std::int64_t>& lengths,
   }
 }
 
-TEST(KvCache, DecodeEqualsDenseOverTheSequence) {
+TEST(KvCacheOracle, DecodeEqualsDenseOverTheSequence) {
   for_each_target([] {
     for (const std::int64_t seq_q : {1, 3, 16, 100}) {
       SCOPED_TRACE("S_q " + std::to_string(seq_q));

@@ -119,7 +119,7 @@ TEST(Hierarchical, LevelsKeyLengthsGqaAndStridedLayouts) {
 
 // Long enough for the kernel's segmented (ring) path at level 0 and many levels above it; the
 // key length ends well inside the sequence.
-TEST(Hierarchical, LongSequenceAndBlockOf64) {
+TEST(HierarchicalOracle, LongSequenceAndBlockOf64) {
   HierarchicalCase c;
   c.seq = 4999;
   c.dim = 64;
@@ -136,7 +136,7 @@ TEST(Hierarchical, LongSequenceAndBlockOf64) {
 // Level 0 runs in windows of 1024 rows, each coarsened and its ready coarse blocks attended
 // right after: a block size that does not divide the window (blocks straddle windows at every
 // level), a key length ending inside a window, GQA, several batches.
-TEST(Hierarchical, WindowsWithBlocksThatStraddleThem) {
+TEST(HierarchicalOracle, WindowsWithBlocksThatStraddleThem) {
   HierarchicalCase c;
   c.batch = 2;
   c.heads_q = 2;
@@ -160,7 +160,7 @@ TEST(Hierarchical, WindowsWithBlocksThatStraddleThem) {
 // window again (causal, whose fine queries are copied, with RoPE rotated, a second time). With
 // b = 2 level 11's first keys are seen from row 4096 on; S = 5200 gives two windows that see
 // them, so a window reading another window's queries fails.
-TEST(Hierarchical, LevelsAboveTheWindows) {
+TEST(HierarchicalOracle, LevelsAboveTheWindows) {
   HierarchicalCase c;
   c.heads_q = 2;
   c.heads_kv = 1;
@@ -386,7 +386,7 @@ TEST(Hierarchical, RingSlotsGiveEachRowOneRangeOfItsKeys) {
 // each window's rows, the coarse levels' means taken over the same rotated rows. Both layouts,
 // partial rotary, offset, scaling, explicit positions, key lengths, GQA, causal or not; one
 // window (S = 150) and three, with blocks that straddle the windows' edges (S = 2100).
-TEST(Hierarchical, RopeRotatesBeforeAveraging) {
+TEST(HierarchicalOracle, RopeRotatesBeforeAveraging) {
   for (const std::int64_t seq : {150, 2100}) {
     HierarchicalCase c;
     c.batch = 2;
