@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cmath>
 #include <cstdlib>
@@ -344,6 +345,23 @@ TEST_F(CliTest, OutputsAreAllOrNothingAndThreadsAreClamped) {
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_LE(j["threads"].get<int>(), 4 * 4096);
   EXPECT_EQ(npy::load(path("o.npy"), "out").shape, (std::vector<std::int64_t>{3, 2}));
+}
+
+// fuzz_cli, 2aeb110 (the input was regression-out-equals-value): `--out=-xnpy` names the file
+// -xnpy in the working directory, and run writes exactly that (CLI11's --option=value form),
+// which the fuzzer's oracle had taken for a stray file. Every output given as --flag=value is
+// written where it says, and nothing else appears.
+TEST_F(CliTest, OptionEqualsValueNamesTheFileItWrites) {
+  write_document_example();
+  const std::string command = "cd '" + dir_ + "' && '" + SEQATTN_CLI_PATH +
+                              "' run --q q.npy --k=k.npy --v v.npy --out=-xnpy --lse=l.npy "
+                              ">/dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  EXPECT_EQ(npy::load(path("-xnpy"), "out").shape, (std::vector<std::int64_t>{3, 2}));
+  EXPECT_EQ(npy::load(path("l.npy"), "lse").shape, (std::vector<std::int64_t>{3}));
+  std::vector<std::string> names = entries();
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"-xnpy", "k.npy", "l.npy", "q.npy", "v.npy"}));
 }
 
 // Shapes from the command line are checked before anything is sized from them: an Error (exit
