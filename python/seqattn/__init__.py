@@ -2,20 +2,25 @@
 
 Every function takes numpy arrays or torch tensors (float32, float16; bfloat16 tensors) with
 any strides, reads them in place, and returns the kind it was given. The GIL is released while
-the kernels run. Errors are ValueError / TypeError (NotImplementedError for an unbuilt feature)
-carrying seqattn's message: the argument, what was expected and what was given.
+the kernels run. Errors are seqattn.Error subclasses that keep the kind, the argument, what was
+expected and what was given, and derive from ValueError / TypeError (NotImplementedError for an
+unbuilt feature, OSError for a file) as before (see _errors.py).
 """
 
 from . import _seqattn
+from ._errors import (ArgumentTypeError, Error, FileError, InvalidArgumentError,
+                      NotImplementedFeatureError, UnsupportedError, invalid)
 from ._arrays import as_4d, check_kind, check_no_grad, empty, from_rank4, integer, scores_4d
 from ._mha import MultiHeadAttention
 from ._options import make_options, parameters_doc, variant_parameters
 from ._plan import KvCache, Plan, plan
 from ._sdpa import scaled_dot_product_attention
 
-__version__ = "0.1.0"
+__version__ = _seqattn.__version__  # CMake's project version, as the installed metadata's
 __all__ = ["attention", "scaled_dot_product_attention", "MultiHeadAttention", "plan", "Plan",
-           "KvCache", "select", "simd_target", "RunRecord", "variant_parameters"]
+           "KvCache", "select", "simd_target", "RunRecord", "variant_parameters", "Error",
+           "InvalidArgumentError", "ArgumentTypeError", "UnsupportedError",
+           "NotImplementedFeatureError", "FileError", "__version__"]
 
 RunRecord = _seqattn.RunRecord
 
@@ -67,12 +72,12 @@ def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=
         check_kind(name, a)
     check_no_grad(q=q, k=k, v=v, out=out)
     if layout not in ("bhsd", "bshd"):
-        raise ValueError(f"layout: expected 'bhsd' or 'bshd', got {layout!r}")
+        raise invalid("layout", "'bhsd' or 'bshd'", repr(layout))
     rank = q.ndim
     q4, k4, v4 = as_4d("q", q, layout), as_4d("k", k, layout), as_4d("v", v, layout)
     for name, a in (("k", k), ("v", v)):
         if a.ndim != rank:
-            raise ValueError(f"{name}: expected {rank} axes like q, got shape {tuple(a.shape)}")
+            raise invalid(name, f"{rank} axes like q", f"shape {tuple(a.shape)}")
     b, s_q = q4.shape[0], q4.shape[2 if layout == "bhsd" else 1]
     h_q = q4.shape[1 if layout == "bhsd" else 2]
     s_k = k4.shape[2 if layout == "bhsd" else 1]
@@ -82,7 +87,7 @@ def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=
     if out is not None:
         check_kind("out", out)
         if out.ndim != rank:
-            raise ValueError(f"out: expected {rank} axes like q, got shape {tuple(out.shape)}")
+            raise invalid("out", f"{rank} axes like q", f"shape {tuple(out.shape)}")
     lse = empty(q, (b, h_q, s_q), float32=True) if return_lse else None
     weights = empty(q, (b, h_q, s_q, s_k), float32=True) if return_weights else None
     opts = make_options(variant, causal, key_lengths, scale, threads, profile, max_error, rope,

@@ -7,6 +7,8 @@ own strides.
 
 import numpy as np
 
+from ._errors import InvalidArgumentError, invalid, wrong_type
+
 _LAYOUTS = ("bhsd", "bshd")
 
 
@@ -17,11 +19,11 @@ def is_torch(a):
 
 def check_kind(name, a):
     if isinstance(a, np.ma.MaskedArray):  # its mask would be ignored: say so instead
-        raise TypeError(f"{name}: expected a plain numpy.ndarray, got a masked array (pass "
-                        ".filled(...) and give the mask as mask=)")
+        raise wrong_type(name, "a plain numpy.ndarray", "a masked array (pass .filled(...) "
+                         "and give the mask as mask=)")
     if isinstance(a, np.ndarray) or is_torch(a):
         return
-    raise TypeError(f"{name}: expected a numpy.ndarray or a torch.Tensor, got {type(a).__name__}")
+    raise wrong_type(name, "a numpy.ndarray or a torch.Tensor", type(a).__name__)
 
 
 def check_no_grad(**arrays):
@@ -32,11 +34,11 @@ def check_no_grad(**arrays):
         import torch
 
         if torch.is_grad_enabled():
-            raise ValueError(
+            raise InvalidArgumentError(
+                name, "a tensor autograd does not track", "requires_grad=True in grad mode",
                 f"{name}: expected a tensor autograd does not track, got one with "
                 "requires_grad=True while grad mode is on (seqattn has no backward pass: run "
-                "under torch.no_grad() or torch.inference_mode(), or pass .detach())"
-            )
+                "under torch.no_grad() or torch.inference_mode(), or pass .detach())")
 
 
 def as_4d(name, a, layout):
@@ -47,8 +49,8 @@ def as_4d(name, a, layout):
         return a[:, None] if layout == "bhsd" else a[:, :, None]
     if a.ndim == 2:
         return a[None, None] if layout == "bhsd" else a[None, :, None]
-    raise ValueError(f"{name}: expected 2, 3 or 4 axes ([S, D], [B, S, D] or [B, H, S, D]), "
-                     f"got shape {tuple(a.shape)}")
+    raise invalid(name, "2, 3 or 4 axes ([S, D], [B, S, D] or [B, H, S, D])",
+                  f"shape {tuple(a.shape)}")
 
 
 def scores_4d(name, m, rank):
@@ -58,8 +60,8 @@ def scores_4d(name, m, rank):
     [B, H, S_q, S_k]), as numpy and PyTorch broadcast.
     """
     if m.ndim > rank:
-        raise ValueError(f"{name}: expected at most {rank} axes for inputs of {rank}, got shape "
-                         f"{tuple(m.shape)}")
+        raise invalid(name, f"at most {rank} axes for inputs of {rank}",
+                      f"shape {tuple(m.shape)}")
     m = m[(None,) * (rank - m.ndim)]
     if rank == 3:
         return m[:, None]
@@ -100,11 +102,11 @@ def integer(name, x, lo=None, hi=None):
         if isinstance(x, (float, np.floating)) and float(x).is_integer():
             x = int(x)
         else:
-            raise TypeError(f"{name}: expected an integer, got {x!r}")
+            raise wrong_type(name, "an integer", repr(x))
     x = int(x)
     if (lo is not None and x < lo) or (hi is not None and x > hi):
         bounds = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise ValueError(f"{name}: expected an integer {bounds}, got {x}")
+        raise invalid(name, f"an integer {bounds}", str(x))
     return x
 
 

@@ -5,6 +5,7 @@ import numpy as np
 
 from . import _seqattn
 from ._arrays import check_kind, check_no_grad, empty, is_bool, is_torch, logical_not
+from ._errors import NotImplementedFeatureError
 from ._options import make_options
 
 
@@ -51,10 +52,13 @@ class MultiHeadAttention:
 
         add_bias_kv, add_zero_attn and kdim/vdim != embed_dim raise NotImplementedError."""
         if module.bias_k is not None or module.add_zero_attn:
-            raise NotImplementedError("module: add_bias_kv and add_zero_attn are not supported")
+            raise NotImplementedFeatureError(
+                "module", "no add_bias_kv or add_zero_attn", "a module with them",
+                "module: add_bias_kv and add_zero_attn are not supported")
         if not module._qkv_same_embed_dim:
-            raise NotImplementedError("module: kdim/vdim different from embed_dim are not "
-                                      "supported")
+            raise NotImplementedFeatureError(
+                "module", "kdim = vdim = embed_dim", "other kdim/vdim",
+                "module: kdim/vdim different from embed_dim are not supported")
         e = module.embed_dim
         has_bias = module.in_proj_bias is not None
         layer = cls(e, module.num_heads, bias=has_bias, batch_first=module.batch_first, **options)

@@ -6,6 +6,7 @@ variant added to the table takes its keywords in Python with no change to this p
 
 from . import _seqattn
 from ._arrays import integer, lengths
+from ._errors import ArgumentTypeError, wrong_type
 
 _I64 = (-2**63, 2**63 - 1)
 _U64 = (0, 2**64 - 1)
@@ -33,14 +34,14 @@ def _text(name, kind, value):
         return str(integer(name, value, *_U64))
     if kind == "integers":
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-            raise TypeError(f"{name}: expected a sequence of integers, got {value!r}")
+            raise wrong_type(name, "a sequence of integers", repr(value))
         return ",".join(str(integer(f"{name}[{i}]", t, *_I64)) for i, t in enumerate(value))
     if kind == "number":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError(f"{name}: expected a number, got {value!r}")
+            raise wrong_type(name, "a number", repr(value))
         return repr(float(value))
     if not isinstance(value, str):
-        raise TypeError(f"{name}: expected a name, got {value!r}")
+        raise wrong_type(name, "a name", repr(value))
     return value
 
 
@@ -50,8 +51,10 @@ def variant_params(params):
     texts = {}
     for name, value in params.items():
         if name not in _KINDS:
-            raise TypeError(f"unexpected keyword argument {name!r}: not an option nor a variant "
-                            f"parameter ({', '.join(_KINDS)})")
+            raise ArgumentTypeError(
+                name, f"an option or a variant parameter ({', '.join(_KINDS)})", repr(name),
+                f"unexpected keyword argument {name!r}: not an option nor a variant "
+                f"parameter ({', '.join(_KINDS)})")
         if value is not None:
             texts[name] = _text(name, _KINDS[name], value)
     return texts
@@ -64,7 +67,7 @@ def make_options(variant="dense", causal=False, key_lengths=None, scale=None, th
     Integers are checked here (a float with a fraction, or a value outside the C++ type, is a
     TypeError/ValueError naming the argument); values are checked by the library."""
     if not isinstance(variant, str):
-        raise TypeError(f"variant: expected a name such as 'dense', got {variant!r}")
+        raise wrong_type("variant", "a name such as 'dense'", repr(variant))
     return _seqattn.options(
         variant=variant, causal=bool(causal), key_lengths=lengths(key_lengths),
         scale=None if scale is None else float(scale), params=variant_params(params),

@@ -34,16 +34,6 @@ const char* kind_name(ElementKind k) {
   return "?";
 }
 
-[[noreturn]] void type_fail(const std::string& name, const std::string& expected,
-                            const std::string& actual) {
-  throw py::type_error(name + ": expected " + expected + ", got " + actual);
-}
-
-[[noreturn]] void value_fail(const std::string& name, const std::string& expected,
-                             const std::string& actual) {
-  throw py::value_error(name + ": expected " + expected + ", got " + actual);
-}
-
 const char* kSupported = "float32, float16 or bfloat16 (or bool/uint8 for a mask)";
 
 void check_rank(int ndim, const std::string& name) {

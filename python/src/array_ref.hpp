@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "errors.hpp"
 #include "seqattn/tensor.hpp"
 
 namespace seqattn::python {
@@ -26,12 +27,13 @@ struct ArrayRef {
   bool writable = false;
 };
 
-// The array or tensor behind `obj`. Throws py::type_error naming `name` for anything but a
-// numpy.ndarray or a strided CPU torch.Tensor of a supported dtype, and for more than 4 axes;
-// py::value_error for strides that are not whole elements, or unaligned data.
+// The array or tensor behind `obj`. Throws a BindingError (TypeError) naming `name` for anything
+// but a numpy.ndarray or a strided CPU torch.Tensor of a supported dtype, and for more than 4 axes;
+// a BindingError (ValueError) for strides that are not whole elements, or unaligned data.
 ArrayRef inspect(py::handle obj, const std::string& name);
 
-// "bhsd": the array is indexed [B, H, S, D]; "bshd": [B, S, H, D]. Throws py::value_error.
+// "bhsd": the array is indexed [B, H, S, D]; "bshd": [B, S, H, D]. Throws a BindingError
+// (ValueError).
 enum class Layout { kBhsd, kBshd };
 Layout parse_layout(const std::string& layout);
 

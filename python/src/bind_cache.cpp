@@ -16,13 +16,13 @@ DType parse_dtype(const std::string& name) {
   if (name == "float32" || name == "f32") return DType::kF32;
   if (name == "bfloat16" || name == "bf16") return DType::kBF16;
   if (name == "float16" || name == "f16") return DType::kF16;
-  throw py::value_error("dtype: expected 'float32', 'bfloat16' or 'float16', got '" + name + "'");
+  value_fail("dtype", "'float32', 'bfloat16' or 'float16'", "'" + name + "'");
 }
 
 KvCacheMode parse_mode(const std::string& name) {
   if (name == "linear") return KvCacheMode::kLinear;
   if (name == "ring") return KvCacheMode::kRing;
-  throw py::value_error("mode: expected 'linear' or 'ring', got '" + name + "'");
+  value_fail("mode", "'linear' or 'ring'", "'" + name + "'");
 }
 
 void append(PyKvCache& c, py::handle k, py::handle v, std::optional<std::int64_t> batch,

@@ -22,23 +22,22 @@ Projection parse_projection(const std::string& name) {
   if (name == "k") return Projection::kKey;
   if (name == "v") return Projection::kValue;
   if (name == "o") return Projection::kOutput;
-  throw py::value_error("projection: expected 'q', 'k', 'v' or 'o', got '" + name + "'");
+  value_fail("projection", "'q', 'k', 'v' or 'o'", "'" + name + "'");
 }
 
 template <class T>
 SequenceView<T> sequence_view(const ArrayRef& a, const std::string& name) {
-  if (a.kind != ElementKind::kF32)
-    throw py::type_error(name + ": expected float32, got " + describe(a));
-  if (a.ndim != 3) throw py::value_error(name + ": expected [B, S, d_model], got " + describe(a));
+  if (a.kind != ElementKind::kF32) type_fail(name, "float32", describe(a));
+  if (a.ndim != 3) value_fail(name, "[B, S, d_model]", describe(a));
   const std::int64_t row = a.shape[1] == 1 ? a.shape[2] : a.strides[1];
   const bool rows_ok = a.strides[2] == 1 || a.shape[2] == 1;
   const bool batches_ok = a.shape[0] == 1 || a.strides[0] == a.shape[1] * row;
   if (!rows_ok || !batches_ok || row < a.shape[2]) {
-    throw py::value_error(name +
-                          ": expected rows of contiguous features, batches one after the "
-                          "other (strides [S·r, r, 1] with r >= d_model), got strides [" +
-                          std::to_string(a.strides[0]) + ", " + std::to_string(a.strides[1]) +
-                          ", " + std::to_string(a.strides[2]) + "]");
+    value_fail(name,
+               "rows of contiguous features, batches one after the other (strides [S·r, r, 1] "
+               "with r >= d_model)",
+               "strides [" + std::to_string(a.strides[0]) + ", " + std::to_string(a.strides[1]) +
+                   ", " + std::to_string(a.strides[2]) + "]");
   }
   return {static_cast<T*>(a.data), a.shape[0], a.shape[1], a.shape[2], row};
 }
@@ -46,9 +45,9 @@ SequenceView<T> sequence_view(const ArrayRef& a, const std::string& name) {
 void set_weight(PyMha& m, const std::string& which, py::handle w) {
   const ArrayRef a = inspect(w, "weight");
   if (a.kind != ElementKind::kF32 || a.ndim != 2)
-    throw py::type_error("weight: expected a float32 [out, in] matrix, got " + describe(a));
+    type_fail("weight", "a float32 [out, in] matrix", describe(a));
   if (a.strides[1] != 1 || a.strides[0] != a.shape[1])
-    throw py::value_error("weight: expected a contiguous [out, in] matrix (call .contiguous())");
+    value_fail("weight", "a contiguous [out, in] matrix (call .contiguous())", describe(a));
   std::lock_guard locked(m.mutex);
   m.layer.set_weights_pytorch(parse_projection(which), static_cast<const float*>(a.data),
                               a.shape[0], a.shape[1]);
@@ -57,7 +56,7 @@ void set_weight(PyMha& m, const std::string& which, py::handle w) {
 void set_bias(PyMha& m, const std::string& which, py::handle b) {
   const ArrayRef a = inspect(b, "bias");
   if (a.kind != ElementKind::kF32 || a.ndim != 1 || (a.shape[0] > 1 && a.strides[0] != 1))
-    throw py::type_error("bias: expected a contiguous float32 vector, got " + describe(a));
+    type_fail("bias", "a contiguous float32 vector", describe(a));
   std::lock_guard locked(m.mutex);
   m.layer.set_bias(parse_projection(which), static_cast<const float*>(a.data), a.shape[0]);
 }
@@ -70,7 +69,7 @@ MhaRecord forward(PyMha& m, py::handle x, py::handle x_kv, py::handle out,
   const SequenceView<const float> xk =
       self ? xq : sequence_view<const float>(inspect(x_kv, "x_kv"), "x_kv");
   const ArrayRef o = inspect(out, "out");
-  if (!o.writable) throw py::value_error("out: expected a writable array, got a read-only one");
+  if (!o.writable) value_fail("out", "a writable array", "a read-only one");
   const SequenceView<float> ov = sequence_view<float>(o, "out");
   const std::array<std::int64_t, 4> scores{xq.batch, m.layer.config().num_heads, xq.seq, xk.seq};
   const AttentionOptions bound = with_masks(options, keep, bias, scores);
@@ -96,11 +95,12 @@ void register_mha(py::module_& m) {
                        const AttentionOptions& options) {
              // The layer scales by 1/√d_k as nn.MultiheadAttention does: a scale would be lost.
              if (options.scale) {
-               throw py::value_error(
+               throw BindingError(
+                   false, "scale", "no scale", std::to_string(*options.scale),
                    "scale: MultiHeadAttention scales scores by 1/sqrt(d_k) as "
                    "torch.nn.MultiheadAttention does; expected no scale, got " +
-                   std::to_string(*options.scale) +
-                   " (use seqattn.attention on your own projections for another scale)");
+                       std::to_string(*options.scale) +
+                       " (use seqattn.attention on your own projections for another scale)");
              }
              MhaConfig c;
              c.d_model = d_model;

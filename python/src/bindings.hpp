@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "errors.hpp"
 #include "seqattn/options.hpp"
 
 namespace seqattn::python {

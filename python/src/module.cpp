@@ -12,18 +12,47 @@
 
 namespace seqattn::python {
 
+namespace {
+
+const char* kind_name(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kInvalidArgument:
+      return "invalid_argument";
+    case ErrorKind::kUnsupported:
+      return "unsupported";
+    case ErrorKind::kNotImplemented:
+      return "not_implemented";
+    case ErrorKind::kIo:
+      return "io";
+  }
+  return "invalid_argument";
+}
+
+// Raises the seqattn.Error subclass python/seqattn/_errors.py builds for these fields.
+void raise_error(const char* kind, bool wrong_type, const std::string& argument,
+                 const std::string& expected, const std::string& actual, const char* message) {
+  const py::object error =
+      py::module_::import("seqattn._errors")
+          .attr("from_library")(kind, argument, expected, actual, message, wrong_type);
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+}
+
+}  // namespace
+
 void register_errors(py::module_& m) {
-  // seqattn::Error's message names the argument, the expected and the actual value; the
-  // Python exception carries it unchanged. Unsupported option combinations and bad values
-  // are ValueError, declared-but-unbuilt features NotImplementedError, I/O failures OSError.
+  // seqattn::Error (and the bindings' own BindingError) become the seqattn.Error classes,
+  // which keep the kind, the argument, the expected and the actual value and derive from the
+  // built-in exceptions the package raised before: bad values and unsupported options
+  // ValueError, wrong Python types TypeError, unbuilt features NotImplementedError, I/O
+  // failures OSError. The message is seqattn's, unchanged.
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const Error& e) {
-      PyObject* type = PyExc_ValueError;
-      if (e.kind() == ErrorKind::kNotImplemented) type = PyExc_NotImplementedError;
-      if (e.kind() == ErrorKind::kIo) type = PyExc_OSError;
-      PyErr_SetString(type, e.what());
+      raise_error(kind_name(e.kind()), false, e.argument(), e.expected(), e.actual(), e.what());
+    } catch (const BindingError& e) {
+      raise_error("invalid_argument", e.wrong_type(), e.argument(), e.expected(), e.actual(),
+                  e.what());
     }
   });
   // What the bindings read of an array, for tests that prove nothing is copied.
@@ -46,6 +75,7 @@ void register_errors(py::module_& m) {
 
 PYBIND11_MODULE(_seqattn, m) {
   m.doc() = "seqattn's compiled bindings; use the seqattn package, not this module.";
+  m.attr("__version__") = SEQATTN_VERSION;  // CMake's project version
   seqattn::python::register_errors(m);
   seqattn::python::register_attention(m);
   seqattn::python::register_cache(m);

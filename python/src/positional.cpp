@@ -10,8 +10,7 @@ namespace seqattn::python {
 namespace {
 
 [[noreturn]] void type_error(const std::string& name, const std::string& expected, py::handle got) {
-  throw py::type_error(name + ": expected " + expected + ", got " +
-                       py::str(py::repr(got)).cast<std::string>());
+  type_fail(name, expected, py::str(py::repr(got)).cast<std::string>());
 }
 
 template <class T>
@@ -26,7 +25,7 @@ T cast_field(const py::dict& d, const char* key, const std::string& name, const 
 RopeLayout parse_layout(const std::string& text) {
   if (text == "halves") return RopeLayout::kHalves;
   if (text == "interleaved") return RopeLayout::kInterleaved;
-  throw py::value_error("rope['layout']: expected 'halves' or 'interleaved', got '" + text + "'");
+  value_fail("rope['layout']", "'halves' or 'interleaved'", "'" + text + "'");
 }
 
 }  // namespace
@@ -58,9 +57,13 @@ std::optional<RotaryEmbedding> parse_rope(py::handle rope, const std::string& na
     } else if (k == "k_positions") {
       r.k_positions = cast_field<std::vector<std::int64_t>>(d, "k_positions", name, "integers");
     } else {
-      throw py::value_error(name + ": unknown key '" + k +
-                            "' (theta, dims, layout, offset, linear_scaling, q_positions, "
-                            "k_positions)");
+      throw BindingError(false, name,
+                         "keys theta, dims, layout, offset, linear_scaling, q_positions, "
+                         "k_positions",
+                         "'" + k + "'",
+                         name + ": unknown key '" + k +
+                             "' (theta, dims, layout, offset, linear_scaling, q_positions, "
+                             "k_positions)");
     }
   }
   return r;
@@ -78,14 +81,14 @@ std::optional<Alibi> parse_alibi(py::handle alibi) {
     for (const auto& [key, value] : d) {
       const std::string k = py::str(key).cast<std::string>();
       if (k != "slopes" && k != "form") {
-        throw py::value_error("alibi: unknown key '" + k + "' (slopes, form)");
+        throw BindingError(false, "alibi", "keys slopes, form", "'" + k + "'",
+                           "alibi: unknown key '" + k + "' (slopes, form)");
       }
     }
     if (d.contains("form")) {
       const std::string form = cast_field<std::string>(d, "form", "alibi", "a string");
       if (form != "causal" && form != "symmetric") {
-        throw py::value_error("alibi['form']: expected 'causal' or 'symmetric', got '" + form +
-                              "'");
+        value_fail("alibi['form']", "'causal' or 'symmetric'", "'" + form + "'");
       }
       a.form = form == "causal" ? AlibiForm::kCausal : AlibiForm::kSymmetric;
     }
