@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kv_cache_support.hpp"
+#include "tests/support/variant_test_rows.hpp"
 #include "tests/variants/target_loop.hpp"
 
 namespace seqattn {
@@ -207,17 +208,14 @@ TEST(KvCache, OnePlanFromEightThreadsEqualsSerialRuns) {
   }
 }
 
-// A plan over q/k/v gives the same bits as attend(), for every variant it prepares.
+// A plan over q/k/v gives the same bits as attend(), for every case of every row of the
+// variant table (each row prepares its own state in the plan).
 TEST(Plan, RunEqualsAttend) {
   CacheSequence seq(1, 4, 2, 300, 32, 32, 19);
-  std::vector<VariantSpec> specs{DenseSpec{}, SlidingWindowSpec{16, 16, {3}}, LinearSpec{},
-                                 LinformerSpec{64, 3, {}, {}}};
-  LinearSpec favor;
-  favor.feature_map = FeatureMap::kFavor;
-  specs.push_back(favor);
-  for (const VariantSpec& spec : specs) {
-    AttentionOptions options;
-    options.variant = spec;
+  for (const testing::VariantTestCase& c : testing::every_variant_case()) {
+    SCOPED_TRACE(c.name);
+    const AttentionOptions options = c.options(1, 300);
+    const VariantSpec& spec = options.variant;
     OwnedTensor a = make_zeros(1, 4, 300, 32), b = make_zeros(1, 4, 300, 32);
     attend(seq.q.cview(), seq.k.cview(), seq.v.cview(), a.view, options);
     const AttentionPlan plan = make_plan({1, 4, 2, 300, 300, 32, 32}, options);

@@ -14,6 +14,7 @@
 #include "linear_test_cases.hpp"
 #include "seqattn/linear_state.hpp"
 #include "target_loop.hpp"
+#include "tests/support/variant_test_rows.hpp"
 
 namespace seqattn::testing {
 namespace {
@@ -82,14 +83,14 @@ TEST(LinearDefinition, EluAcrossTheExponentialsRange) {
   }
 }
 
-// A scale that is not finite and > 0, for every variant, through attend(), a plan and the
-// recurrent state: an Error naming `scale`, and out untouched.
+// A scale that is not finite and > 0, for every case of every row of the variant table,
+// through attend(), a plan and the recurrent state: an Error naming `scale`, and out untouched.
 TEST(LinearDefinition, EveryVariantRefusesABadScale) {
   const LinearCase c = small_case(F::kElu1, false);
   const LinearInputs in = make_linear_inputs(c, 4);
-  const VariantSpec specs[] = {DenseSpec{}, SlidingWindowSpec{8, 8, {}}, in.spec,
-                               LinformerSpec{16, 0, {}, {}}};
-  for (const VariantSpec& spec : specs) {
+  for (const VariantTestCase& row_case : every_variant_case()) {
+    SCOPED_TRACE(row_case.name);
+    const VariantSpec spec = as_variant_spec(row_case.spec);
     for (float bad : {-1.0f, -0.0f, 0.0f, kNaN, std::numeric_limits<float>::infinity()}) {
       OwnedTensor out = make_zeros(1, 1, 80, 17);
       std::fill(out.storage.begin(), out.storage.end(), 7.0f);
