@@ -9,7 +9,7 @@ unbuilt feature, OSError for a file) as before (see _errors.py).
 
 from . import _seqattn
 from ._errors import (ArgumentTypeError, Error, FileError, InvalidArgumentError,
-                      NotImplementedFeatureError, UnsupportedError, invalid)
+                      NotImplementedFeatureError, UnsupportedError)
 from ._arrays import as_4d, check_kind, check_no_grad, empty, from_rank4, integer, scores_4d
 from ._mha import MultiHeadAttention
 from ._options import make_options, parameters_doc, variant_parameters
@@ -72,12 +72,12 @@ def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=
         check_kind(name, a)
     check_no_grad(q=q, k=k, v=v, out=out)
     if layout not in ("bhsd", "bshd"):
-        raise invalid("layout", "'bhsd' or 'bshd'", repr(layout))
+        raise InvalidArgumentError("layout", "'bhsd' or 'bshd'", repr(layout))
     rank = q.ndim
     q4, k4, v4 = as_4d("q", q, layout), as_4d("k", k, layout), as_4d("v", v, layout)
     for name, a in (("k", k), ("v", v)):
         if a.ndim != rank:
-            raise invalid(name, f"{rank} axes like q", f"shape {tuple(a.shape)}")
+            raise InvalidArgumentError(name, f"{rank} axes like q", f"shape {tuple(a.shape)}")
     b, s_q = q4.shape[0], q4.shape[2 if layout == "bhsd" else 1]
     h_q = q4.shape[1 if layout == "bhsd" else 2]
     s_k = k4.shape[2 if layout == "bhsd" else 1]
@@ -87,7 +87,7 @@ def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=
     if out is not None:
         check_kind("out", out)
         if out.ndim != rank:
-            raise invalid("out", f"{rank} axes like q", f"shape {tuple(out.shape)}")
+            raise InvalidArgumentError("out", f"{rank} axes like q", f"shape {tuple(out.shape)}")
     lse = empty(q, (b, h_q, s_q), float32=True) if return_lse else None
     weights = empty(q, (b, h_q, s_q, s_k), float32=True) if return_weights else None
     opts = make_options(variant, causal, key_lengths, scale, threads, profile, max_error, rope,

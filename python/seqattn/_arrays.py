@@ -7,7 +7,7 @@ own strides.
 
 import numpy as np
 
-from ._errors import InvalidArgumentError, invalid, wrong_type
+from ._errors import ArgumentTypeError, InvalidArgumentError
 
 _LAYOUTS = ("bhsd", "bshd")
 
@@ -19,11 +19,11 @@ def is_torch(a):
 
 def check_kind(name, a):
     if isinstance(a, np.ma.MaskedArray):  # its mask would be ignored: say so instead
-        raise wrong_type(name, "a plain numpy.ndarray", "a masked array (pass .filled(...) "
-                         "and give the mask as mask=)")
+        raise ArgumentTypeError(name, "a plain numpy.ndarray",
+                                "a masked array (pass .filled(...) and give the mask as mask=)")
     if isinstance(a, np.ndarray) or is_torch(a):
         return
-    raise wrong_type(name, "a numpy.ndarray or a torch.Tensor", type(a).__name__)
+    raise ArgumentTypeError(name, "a numpy.ndarray or a torch.Tensor", type(a).__name__)
 
 
 def check_no_grad(**arrays):
@@ -49,8 +49,8 @@ def as_4d(name, a, layout):
         return a[:, None] if layout == "bhsd" else a[:, :, None]
     if a.ndim == 2:
         return a[None, None] if layout == "bhsd" else a[None, :, None]
-    raise invalid(name, "2, 3 or 4 axes ([S, D], [B, S, D] or [B, H, S, D])",
-                  f"shape {tuple(a.shape)}")
+    raise InvalidArgumentError(name, "2, 3 or 4 axes ([S, D], [B, S, D] or [B, H, S, D])",
+                               f"shape {tuple(a.shape)}")
 
 
 def scores_4d(name, m, rank):
@@ -60,8 +60,8 @@ def scores_4d(name, m, rank):
     [B, H, S_q, S_k]), as numpy and PyTorch broadcast.
     """
     if m.ndim > rank:
-        raise invalid(name, f"at most {rank} axes for inputs of {rank}",
-                      f"shape {tuple(m.shape)}")
+        raise InvalidArgumentError(name, f"at most {rank} axes for inputs of {rank}",
+                                   f"shape {tuple(m.shape)}")
     m = m[(None,) * (rank - m.ndim)]
     if rank == 3:
         return m[:, None]
@@ -102,11 +102,11 @@ def integer(name, x, lo=None, hi=None):
         if isinstance(x, (float, np.floating)) and float(x).is_integer():
             x = int(x)
         else:
-            raise wrong_type(name, "an integer", repr(x))
+            raise ArgumentTypeError(name, "an integer", repr(x))
     x = int(x)
     if (lo is not None and x < lo) or (hi is not None and x > hi):
         bounds = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise invalid(name, f"an integer {bounds}", str(x))
+        raise InvalidArgumentError(name, f"an integer {bounds}", str(x))
     return x
 
 

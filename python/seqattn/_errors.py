@@ -67,13 +67,3 @@ def from_library(kind, argument, expected, actual, message, type_error=False):
     """The exception for a C++ seqattn::Error (called by the bindings' translator)."""
     cls = ArgumentTypeError if type_error else _BY_KIND[kind]
     return cls(argument, expected, actual, message)
-
-
-def invalid(argument, expected, actual):
-    """An InvalidArgumentError with the package's "argument: expected …, got …" message."""
-    return InvalidArgumentError(argument, expected, actual)
-
-
-def wrong_type(argument, expected, actual):
-    """An ArgumentTypeError with the package's "argument: expected …, got …" message."""
-    return ArgumentTypeError(argument, expected, actual)

@@ -6,7 +6,7 @@ variant added to the table takes its keywords in Python with no change to this p
 
 from . import _seqattn
 from ._arrays import integer, lengths
-from ._errors import ArgumentTypeError, wrong_type
+from ._errors import ArgumentTypeError
 
 _I64 = (-2**63, 2**63 - 1)
 _U64 = (0, 2**64 - 1)
@@ -34,14 +34,14 @@ def _text(name, kind, value):
         return str(integer(name, value, *_U64))
     if kind == "integers":
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-            raise wrong_type(name, "a sequence of integers", repr(value))
+            raise ArgumentTypeError(name, "a sequence of integers", repr(value))
         return ",".join(str(integer(f"{name}[{i}]", t, *_I64)) for i, t in enumerate(value))
     if kind == "number":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise wrong_type(name, "a number", repr(value))
+            raise ArgumentTypeError(name, "a number", repr(value))
         return repr(float(value))
     if not isinstance(value, str):
-        raise wrong_type(name, "a name", repr(value))
+        raise ArgumentTypeError(name, "a name", repr(value))
     return value
 
 
@@ -67,7 +67,7 @@ def make_options(variant="dense", causal=False, key_lengths=None, scale=None, th
     Integers are checked here (a float with a fraction, or a value outside the C++ type, is a
     TypeError/ValueError naming the argument); values are checked by the library."""
     if not isinstance(variant, str):
-        raise wrong_type("variant", "a name such as 'dense'", repr(variant))
+        raise ArgumentTypeError("variant", "a name such as 'dense'", repr(variant))
     return _seqattn.options(
         variant=variant, causal=bool(causal), key_lengths=lengths(key_lengths),
         scale=None if scale is None else float(scale), params=variant_params(params),

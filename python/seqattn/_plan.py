@@ -2,7 +2,7 @@
 
 from . import _seqattn
 from ._arrays import as_4d, check_kind, check_no_grad, empty, scores_4d
-from ._errors import invalid
+from ._errors import InvalidArgumentError
 from ._options import make_options
 
 
@@ -86,7 +86,7 @@ class Plan:
         check_no_grad(q=q, k=k, v=v, out=out)
         s = self._plan.shape
         if q.ndim != 4:
-            raise invalid("q", "4 axes", f"shape {tuple(q.shape)}")
+            raise InvalidArgumentError("q", "4 axes", f"shape {tuple(q.shape)}")
         shape = ((s["batch"], s["heads_q"], s["seq_q"], s["dim_v"]) if layout == "bhsd" else
                  (s["batch"], s["seq_q"], s["heads_q"], s["dim_v"]))
         result = empty(q, shape) if out is None else out
@@ -94,13 +94,14 @@ class Plan:
         extra = [lse] if return_lse else []
         if cache is not None:
             if k is not None or v is not None:
-                raise invalid("k, v", "None with cache= (the keys are the cache's)", "arrays")
+                raise InvalidArgumentError("k, v", "None with cache= (the keys are the cache's)",
+                                           "arrays")
             if return_weights:
-                raise invalid("return_weights", "False for a run over a cache", "True")
+                raise InvalidArgumentError("return_weights", "False for a run over a cache", "True")
             record = self._plan.run_cache(q, cache._cache, result, lse=lse, layout=layout)
         else:
             if k is None or v is None:
-                raise invalid("k, v", "arrays (or cache=)", "None")
+                raise InvalidArgumentError("k, v", "arrays (or cache=)", "None")
             weights = (empty(q, (s["batch"], s["heads_q"], s["seq_q"], s["seq_k"]), float32=True)
                        if return_weights else None)
             if return_weights:
@@ -124,7 +125,7 @@ def plan(*, heads_q, seq_q, dim=None, batch=1, heads_kv=None, seq_k=None, dim_v=
         shape = _seqattn.cache_shape(cache._cache, int(heads_q), int(seq_q))
     else:
         if dim is None or seq_k is None:
-            raise invalid("dim, seq_k", "integers (or cache=)", "None")
+            raise InvalidArgumentError("dim, seq_k", "integers (or cache=)", "None")
         shape = _seqattn.AttentionShape(int(batch), int(heads_q),
                                         int(heads_q if heads_kv is None else heads_kv),
                                         int(seq_q), int(seq_k), int(dim),

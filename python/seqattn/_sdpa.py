@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _seqattn
 from ._arrays import check_kind, check_no_grad, empty, is_bool, is_torch, zeros
-from ._errors import NotImplementedFeatureError, invalid, wrong_type
+from ._errors import ArgumentTypeError, InvalidArgumentError, NotImplementedFeatureError
 from ._options import make_options
 
 
@@ -30,7 +30,7 @@ def _broadcast(name, sizes):
     out = max(sizes)
     for s in sizes:
         if s not in (1, out):
-            raise invalid(name, "sizes that broadcast", str(sizes))
+            raise InvalidArgumentError(name, "sizes that broadcast", str(sizes))
     return out
 
 
@@ -46,8 +46,8 @@ def _top_left_causal(like, seq_q, seq_k):
 def _float_mask(attn_mask, query):
     """An additive mask as the float32 bias the kernel adds (a copy only for half dtypes)."""
     if attn_mask.dtype != query.dtype:
-        raise wrong_type("attn_mask", f"bool or the query's dtype {query.dtype}",
-                         str(attn_mask.dtype))
+        raise ArgumentTypeError("attn_mask", f"bool or the query's dtype {query.dtype}",
+                                str(attn_mask.dtype))
     if is_torch(attn_mask):
         return attn_mask.float()  # no copy when already float32
     return attn_mask.astype(np.float32, copy=False)
@@ -70,13 +70,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise NotImplementedFeatureError("dropout_p", "0.0 (seqattn has no dropout)",
                                          str(dropout_p))
     if is_causal and attn_mask is not None:
-        raise invalid("attn_mask", "None when is_causal=True (PyTorch refuses both)",
-                      "a mask")
+        raise InvalidArgumentError("attn_mask", "None when is_causal=True (PyTorch refuses both)",
+                                   "a mask")
     rank = query.ndim
     if rank not in (2, 3, 4) or key.ndim != rank or value.ndim != rank:
         shapes = tuple(tuple(a.shape) for a in (query, key, value))
-        raise invalid("query, key, value", "2, 3 or 4 axes each, the same number",
-                      f"shapes {shapes}")
+        raise InvalidArgumentError("query, key, value", "2, 3 or 4 axes each, the same number",
+                                   f"shapes {shapes}")
     q = query[(None,) * (4 - rank)] if rank < 4 else query
     k = key[(None,) * (4 - rank)] if rank < 4 else key
     v = value[(None,) * (4 - rank)] if rank < 4 else value
@@ -85,8 +85,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     h_q = q.shape[1]
     if enable_gqa:
         if h_k == 0 or h_q % h_k != 0:
-            raise invalid("key.shape[-3]", f"a divisor of query's {h_q} heads (enable_gqa)",
-                          str(h_k))
+            raise InvalidArgumentError("key.shape[-3]",
+                                       f"a divisor of query's {h_q} heads (enable_gqa)", str(h_k))
     elif h_k != 1:
         h_q = _broadcast("head axis of query, key", [h_q, h_k])
         h_k = h_q
@@ -109,7 +109,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     elif attn_mask is not None:
         check_kind("attn_mask", attn_mask)
         if attn_mask.ndim > 4:
-            raise invalid("attn_mask", "at most 4 axes", str(tuple(attn_mask.shape)))
+            raise InvalidArgumentError("attn_mask", "at most 4 axes", str(tuple(attn_mask.shape)))
         m = attn_mask[(None,) * (4 - attn_mask.ndim)]
         if is_bool(m):
             keep = m

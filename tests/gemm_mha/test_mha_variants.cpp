@@ -37,11 +37,16 @@ void check_layer(const MhaConfig& config, const Mask& mask, const VariantSpec& o
   EXPECT_LE(reference::max_relative_error(out, expected.out), kTolerance);
 }
 
+MhaConfig config_of(std::int64_t d_model, std::int64_t heads, std::int64_t kv_heads = 0) {
+  MhaConfig c;
+  c.d_model = d_model;
+  c.num_heads = heads;
+  c.num_kv_heads = kv_heads;
+  return c;
+}
+
 MhaConfig variant_config(const VariantSpec& spec) {
-  MhaConfig config;
-  config.d_model = kModel;
-  config.num_heads = kHeads;
-  config.num_kv_heads = kKvHeads;
+  MhaConfig config = config_of(kModel, kHeads, kKvHeads);
   config.bias = true;
   config.variant = spec;
   return config;
@@ -103,14 +108,6 @@ void expect_error(F&& call, const std::string& argument,
     EXPECT_EQ(e.kind(), kind) << e.what();
     EXPECT_EQ(e.argument(), argument) << e.what();
   }
-}
-
-MhaConfig config_of(std::int64_t d_model, std::int64_t heads, std::int64_t kv_heads = 0) {
-  MhaConfig c;
-  c.d_model = d_model;
-  c.num_heads = heads;
-  c.num_kv_heads = kv_heads;
-  return c;
 }
 
 TEST(MhaErrors, BadConfiguration) {

@@ -95,8 +95,8 @@ def variant_rows():
 
 
 def variant_cases():
-    """Every declared case of every row: (variant, case) with case["params"] as text."""
-    return [(name, c) for name, _, row in variant_rows() for c in row["cases"]]
+    """Every declared case of every row: (variant, case, row), case["params"] as text."""
+    return [(name, c, row) for name, _, row in variant_rows() for c in row["cases"]]
 
 
 def keyword_value(kind, text):

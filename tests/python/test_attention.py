@@ -106,17 +106,16 @@ def test_variant_keywords_come_from_the_table(rng):
 CASES = variant_cases()  # every case every row of the variant table declares
 
 
-@pytest.mark.parametrize("variant,case", CASES,
-                         ids=[f"{v}-{c['name']}" for v, c in CASES])
-def test_every_variant_equals_the_cpp_library(rng, tmp_path, cli, variant, case):
+@pytest.mark.parametrize("variant,case,row", CASES,
+                         ids=[f"{v}-{c['name']}" for v, c, _ in CASES])
+def test_every_variant_equals_the_cpp_library(rng, tmp_path, cli, variant, case, row):
     """The keywords and the CLI's flags both come from the row's parameters (the table's names
     and kinds): the same call through both gives the same bits."""
     kinds = {name: kind for name, (kind, _) in seqattn.variant_parameters()[variant].items()}
     kwargs = {name: keyword_value(kinds[name], text) for name, text in case["params"].items()}
     flags = [f for name, text in case["params"].items()
              for f in ("--" + name.replace("_", "-"), text)]
-    cross = variant_parameters_allow_cross_attention(variant)
-    s_q = 29 if cross else 40
+    s_q = 40 if "S_q != S_k" in row["unsupported"] else 29  # self-attention-only rows: S_q = S_k
     q, k, v = randn(rng, 2, 4, s_q, 16), randn(rng, 2, 2, 40, 16), randn(rng, 2, 2, 40, 12)
     if case.get("causal"):
         kwargs["causal"] = True
@@ -132,12 +131,6 @@ def test_every_variant_equals_the_cpp_library(rng, tmp_path, cli, variant, case)
     np.testing.assert_array_equal(ours, theirs)
     if variant == "dense":
         np.testing.assert_allclose(ours, reference(q, k, v, **kwargs), atol=2e-6)
-
-
-def variant_parameters_allow_cross_attention(variant):
-    """Whether the row takes S_q != S_k (its test_cases.json does not declare it unsupported)."""
-    row = next(r for name, _, r in variant_rows() if name == variant)
-    return "S_q != S_k" not in row["unsupported"]
 
 
 def test_the_package_lists_the_rows_of_the_table():

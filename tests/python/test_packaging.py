@@ -2,7 +2,6 @@
 and the seqattn.Error hierarchy."""
 
 import ast
-import importlib.metadata
 import inspect
 import os
 import re
@@ -70,10 +69,6 @@ def test_pip_install_into_a_fresh_venv(tmp_path):
     assert run.stdout.startswith(cmake_version())
 
 
-def stub_tree():
-    return ast.parse((SOURCE_DIR / "python/seqattn/__init__.pyi").read_text())
-
-
 def stub_parameters(node):
     """(name, kind) of a stub function's parameters, as inspect names the kinds."""
     a = node.args
@@ -95,7 +90,7 @@ def runtime_parameters(fn, drop_self):
 def test_the_stubs_declare_every_public_name_with_its_signature():
     """What the stubs say is what the package has: every name in __all__, and each function's
     and method's parameters (names, order, positional/keyword kinds)."""
-    tree = stub_tree()
+    tree = ast.parse((SOURCE_DIR / "python/seqattn/__init__.pyi").read_text())
     declared = {}
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):

@@ -25,7 +25,6 @@
 namespace seqattn::reliability {
 
 using testing::every_variant_case;
-using testing::variant_test_row;
 using testing::VariantTestCase;
 
 using Extents = std::array<std::int64_t, 4>;
@@ -219,14 +218,6 @@ struct Shapes {
     weights = {d.batch, d.heads_q, seq_q, d.seq_k};
   }
 };
-
-// The row of a case declares whether it produces lse and weights.
-inline bool has_lse(const VariantTestCase& c) {
-  return variant_test_row(c.variant).supports("lse");
-}
-inline bool has_weights(const VariantTestCase& c) {
-  return variant_test_row(c.variant).supports("weights");
-}
 
 inline LinearSpec linear_spec(FeatureMap map, std::int64_t features = 0) {
   LinearSpec s;

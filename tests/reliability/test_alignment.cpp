@@ -53,16 +53,16 @@ TEST(Misaligned, F32ViewsOneFloatPastAlignmentMatchTheReference) {
         Buffer<float> lse = make_buffer<float>(s.lse, strides_for(s.lse, 1), 1, kOutSentinel);
         ASSERT_EQ(out.address() % 64, 4u);
         AttentionOptions options = case_options;
-        if (has_lse(c)) options.lse = lse.view;
+        if (c.supports("lse")) options.lse = lse.view;
         attend(q.cview(), k.cview(), v.cview(), out.view, options);
         const double error = reference::max_relative_error(out.view, ref);
         seqattn::testing::worst_error.add(error);
         EXPECT_LE(error, kTolerance);
         expect_untouched_outside(out, kOutSentinel, "out");
-        if (has_lse(c)) {
+        if (c.supports("lse")) {
           EXPECT_LE(lse_error(lse.cview(), ref), kTolerance);
         }
-        if (!has_weights(c)) return;
+        if (!c.supports("weights")) return;
         // The weights path (dense_rows.cpp) with misaligned out and weights.
         Buffer<float> w = make_buffer<float>(s.weights, strides_for(s.weights, 1), 1, kOutSentinel);
         options.weights = w.view;

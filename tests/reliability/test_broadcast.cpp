@@ -85,7 +85,7 @@ TEST(StrideZero, BroadcastInputsMatchTheReferenceInEveryVariant) {
 // attention's scores are no softmax, hierarchical's coarse keys are group means).
 TEST(StrideZero, OneKeyGivesTheMeanOfTheValuesAndOneValueGivesThatValue) {
   for (const VariantTestCase& c : every_variant_case()) {
-    if (!has_weights(c)) continue;
+    if (!c.supports("weights")) continue;
     SCOPED_TRACE(c.name);
     const Shapes s(kDims, c);
     const std::vector<Broadcast> bcs = broadcasts(s);

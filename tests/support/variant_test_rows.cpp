@@ -39,14 +39,13 @@ ConcreteSpec spec_of(Variant variant, const json& params, const std::string& fil
   return make_spec(variant, texts);
 }
 
-VariantTestCase case_of(Variant variant, const json& c, bool cross, const std::string& file) {
+VariantTestCase case_of(Variant variant, const json& c, const std::string& file) {
   VariantTestCase t;
   t.variant = variant;
   t.name = std::string(to_string(variant)) + ": " + c.at("name").get<std::string>();
   t.spec = spec_of(variant, c.value("params", json::object()), file);
   t.causal = c.value("causal", false);
   t.key_lengths = c.value("key_lengths", false);
-  t.cross_attention = cross;
   return t;
 }
 
@@ -81,8 +80,7 @@ VariantTestRow read_row(const TableRow& r) {
       }
       row.unsupported.push_back(name);
     }
-    const bool cross = row.supports("S_q != S_k");
-    for (const auto& c : doc.at("cases")) row.cases.push_back(case_of(r.variant, c, cross, file));
+    for (const auto& c : doc.at("cases")) row.cases.push_back(case_of(r.variant, c, file));
     for (const auto& j : doc.at("jobs")) row.jobs.push_back(job_of(r.variant, j, file));
   } catch (const json::exception& e) {
     fail(file, e.what());
@@ -117,6 +115,10 @@ AttentionOptions VariantTestCase::options(std::int64_t batch, std::int64_t seq_k
 
 bool VariantTestRow::supports(std::string_view option) const {
   return std::find(unsupported.begin(), unsupported.end(), option) == unsupported.end();
+}
+
+bool VariantTestCase::supports(std::string_view option) const {
+  return variant_test_row(variant).supports(option);
 }
 
 const VariantTestCase& VariantTestRow::fullest_case() const {

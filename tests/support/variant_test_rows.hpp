@@ -20,12 +20,13 @@ struct VariantTestCase {
   std::string name;  // "<variant>: <case>", e.g. "sliding-window: window + globals"
   ConcreteSpec spec;
   bool causal = false;
-  bool key_lengths = false;     // run with key_lengths_for(batch, seq_k)
-  bool cross_attention = true;  // false: the row needs S_q = S_k
+  bool key_lengths = false;  // run with key_lengths_for(batch, seq_k)
 
+  // Whether the case's row honours `option` (one of kDeclarableOptions).
+  bool supports(std::string_view option) const;
   // seq_q, or seq_k where the row is self-attention only.
   std::int64_t seq_q_for(std::int64_t seq_q, std::int64_t seq_k) const {
-    return cross_attention ? seq_q : seq_k;
+    return supports("S_q != S_k") ? seq_q : seq_k;
   }
   Mask mask(std::int64_t batch, std::int64_t seq_k) const;
   AttentionOptions options(std::int64_t batch, std::int64_t seq_k) const;
