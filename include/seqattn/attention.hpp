@@ -45,5 +45,10 @@ std::string simd_target();
 // from chi(D), and Linformer's [k, S] projection with N(0, 1/k) entries. Row-major, contiguous.
 std::vector<float> favor_random_matrix(std::int64_t m, std::int64_t d, std::uint64_t seed);
 std::vector<float> linformer_random_projection(std::int64_t k, std::int64_t s, std::uint64_t seed);
+// LSH attention's rotations R [hashes, D, buckets/2] (row r·D + d holds R[r, d, :]): exactly
+// linformer_random_projection(1, hashes·D·buckets/2, seed), i.e. that many consecutive N(0, 1)
+// draws of the seed's stream scaled by 1 (the 1/√k of a one-row projection). buckets even >= 2.
+std::vector<float> lsh_random_rotations(std::int64_t hashes, std::int64_t d, std::int64_t buckets,
+                                        std::uint64_t seed);
 
 }  // namespace seqattn

@@ -104,6 +104,27 @@ struct HierarchicalSpec {
   std::int64_t levels = 0;  // coarse levels above level 0; 0 = as many as the length needs
 };
 
+// Reformer's LSH attention (Kitaev, Kaiser & Levskaya 2020), self-attention only (S_q = S_k).
+// Per round r of `hashes`: every position gets a bucket h_r(x) = argmax [x·R_r, -x·R_r] (ties
+// and NaN: the first index wins), from q (shared) or from q for queries and k for keys
+// (separate); the positions sorted by (bucket, position) are cut into chunks of chunk_length
+// slots, and a query in chunk t sees the keys of chunks t and t-1 (mod the chunk count, inside
+// the round), j <= i when causal, j != i when shared. Shared keys are q RMS-normalised:
+// q_j / sqrt(mean(q_j²) + 1e-6). A shared row with nothing else visible in a round attends to
+// itself alone there; the rounds combine by their log-normalisers (a key counted once per
+// round holding it). R is [hashes, D, buckets/2]: `rotations` (rows r·D + d) or
+// lsh_random_rotations(hashes, D, buckets, seed). buckets = 0: min(128, 2·max(1, S/c)).
+// docs/architecture.md, "LSH attention", has the whole definition and where it departs from
+// trax and HuggingFace.
+struct LshSpec {
+  std::int64_t hashes = 4;              // n_hashes (rounds), in [1, 64]
+  std::int64_t buckets = 0;             // n_buckets: even, in [2, 65536]; 0 = auto
+  std::int64_t chunk_length = 64;       // c, in [1, 2^20]
+  bool shared_qk = true;                // the paper's shared-QK attention (k is not read)
+  std::uint64_t seed = 0;               // draws the rotations when none are given
+  MatrixView<const float> rotations{};  // optional, [hashes * D, buckets / 2]
+};
+
 namespace detail {
 template <class List>
 struct DropLast;

@@ -18,7 +18,8 @@ from ._sdpa import scaled_dot_product_attention
 
 __version__ = _seqattn.__version__  # CMake's project version, as the installed metadata's
 __all__ = ["attention", "scaled_dot_product_attention", "MultiHeadAttention", "plan", "Plan",
-           "KvCache", "select", "simd_target", "RunRecord", "variant_parameters", "Error",
+           "KvCache", "select", "simd_target", "RunRecord", "variant_parameters",
+           "lsh_random_rotations", "Error",
            "InvalidArgumentError", "ArgumentTypeError", "UnsupportedError",
            "NotImplementedFeatureError", "FileError", "__version__"]
 
@@ -28,6 +29,14 @@ RunRecord = _seqattn.RunRecord
 def simd_target():
     """The SIMD target the kernels dispatch to on this CPU, e.g. 'highway:AVX3'."""
     return _seqattn.simd_target()
+
+
+def lsh_random_rotations(hashes, dim, buckets, seed=0):
+    """LSH attention's rotations R drawn from `seed`, float32 [hashes, dim, buckets // 2]: what
+    variant="lsh" uses when no `rotations=` is given (the C++ lsh_random_rotations)."""
+    return _seqattn.lsh_random_rotations(
+        integer("hashes", hashes, 1, 2**63 - 1), integer("dim", dim, 1, 2**63 - 1),
+        integer("buckets", buckets, -2**63, 2**63 - 1), integer("seed", seed, 0, 2**64 - 1))
 
 
 def select(seq, profile=None):
@@ -62,6 +71,8 @@ def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=
     dict(theta=10000, dims=0 (all D), layout="halves" | "interleaved", offset=0,
     linear_scaling=1, q_positions=None, k_positions=None). alibi: True (the published slopes),
     a sequence of per-head slopes, or dict(slopes=None, form="causal" | "symmetric").
+    rotations (variant="lsh"): its R as a float32 array [hashes, D, buckets // 2] or
+    [hashes * D, buckets // 2] (default: lsh_random_rotations(hashes, D, buckets, seed)).
 
     Returns out (shaped like q with D_v), followed by lse [B, H_q, S_q] (float32) if
     return_lse, the weights [B, H_q, S_q, S_k] (float32) if return_weights, and the

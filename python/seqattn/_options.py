@@ -61,18 +61,21 @@ def variant_params(params):
 
 
 def make_options(variant="dense", causal=False, key_lengths=None, scale=None, threads=0,
-                 profile=None, max_error=None, rope=None, alibi=None, **params):
+                 profile=None, max_error=None, rope=None, alibi=None, rotations=None, **params):
     """The compiled Options for these keyword arguments (shared by attention, plan and MHA).
 
     Integers are checked here (a float with a fraction, or a value outside the C++ type, is a
-    TypeError/ValueError naming the argument); values are checked by the library."""
+    TypeError/ValueError naming the argument); values are checked by the library. `rotations`
+    (variant "lsh" only) is a float32 array [hashes, D, buckets/2] or [hashes*D, buckets/2],
+    read without a copy: the returned Options keeps it alive."""
     if not isinstance(variant, str):
         raise ArgumentTypeError("variant", "a name such as 'dense'", repr(variant))
     return _seqattn.options(
         variant=variant, causal=bool(causal), key_lengths=lengths(key_lengths),
         scale=None if scale is None else float(scale), params=variant_params(params),
         threads=integer("threads", threads, -2**31, 2**31 - 1), profile=profile,
-        max_error=None if max_error is None else float(max_error), rope=rope, alibi=alibi)
+        max_error=None if max_error is None else float(max_error), rope=rope, alibi=alibi,
+        rotations=rotations)
 
 
 def parameters_doc():

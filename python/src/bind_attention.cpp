@@ -1,5 +1,6 @@
 // Options, RunRecord, attend() and AttentionPlan for Python. Every entry point inspects its
 // arrays with the GIL held, then releases it for the whole computation.
+#include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
 #include <array>
@@ -38,13 +39,43 @@ VariantSpec variant_spec(const std::string& variant, const VariantParams& params
   return s;
 }
 
+// LSH attention's rotations R as a view of the caller's float32 array [hashes, D, M] or
+// [hashes * D, M] (rows contiguous); the Options object keeps the array alive (keep_alive).
+void set_rotations(VariantSpec& spec, py::handle rotations) {
+  auto* lsh = std::get_if<LshSpec>(&spec);
+  if (lsh == nullptr) {
+    throw Error(ErrorKind::kUnsupported, "rotations", "variant 'lsh' (the only one taking it)",
+                "variant '" + std::string(to_string(variant_of(spec))) + "'",
+                "drop rotations or pass variant='lsh'");
+  }
+  const ArrayRef a = inspect(rotations, "rotations");
+  const int last = a.ndim - 1;
+  const bool rows_dense = a.ndim == 2 || (a.ndim == 3 && a.strides[0] == a.shape[1] * a.strides[1]);
+  if (a.kind != ElementKind::kF32 || (a.ndim != 2 && a.ndim != 3) || a.strides[last] != 1 ||
+      !rows_dense) {
+    throw Error(ErrorKind::kInvalidArgument, "rotations",
+                "a float32 array [hashes, D, buckets/2] or [hashes*D, buckets/2] with contiguous "
+                "rows",
+                describe(a), "pass numpy.ascontiguousarray(r, dtype=numpy.float32)");
+  }
+  if (a.ndim == 3 && a.shape[0] != lsh->hashes) {
+    throw Error(ErrorKind::kInvalidArgument, "rotations",
+                "shape[0] = hashes = " + std::to_string(lsh->hashes), describe(a),
+                "pass hashes= the array's rounds, or a [hashes*D, buckets/2] array");
+  }
+  const std::int64_t rows = a.ndim == 3 ? a.shape[0] * a.shape[1] : a.shape[0];
+  lsh->rotations = {static_cast<const float*>(a.data), rows, a.shape[last], a.strides[last - 1]};
+}
+
 AttentionOptions make_options(const std::string& variant, bool causal,
                               const std::vector<std::int64_t>& key_lengths,
                               std::optional<float> scale, const VariantParams& params, int threads,
                               const std::optional<std::string>& profile,
-                              std::optional<double> max_error, py::handle rope, py::handle alibi) {
+                              std::optional<double> max_error, py::handle rope, py::handle alibi,
+                              py::handle rotations) {
   AttentionOptions o;
   o.variant = variant_spec(variant, params, profile);
+  if (!rotations.is_none()) set_rotations(o.variant, rotations);
   o.mask.causal = causal;
   o.mask.key_lengths = key_lengths;
   o.scale = scale;
@@ -183,8 +214,18 @@ void register_attention(py::module_& m) {
   py::class_<AttentionOptions>(m, "Options", "What to compute (see seqattn.attention).");
   m.def("options", &make_options, py::arg("variant"), py::arg("causal"), py::arg("key_lengths"),
         py::arg("scale"), py::arg("params"), py::arg("threads"), py::arg("profile"),
-        py::arg("max_error"), py::arg("rope"), py::arg("alibi"));
+        py::arg("max_error"), py::arg("rope"), py::arg("alibi"), py::arg("rotations"),
+        py::keep_alive<0, 11>());
   m.def("variant_parameters", &variant_parameters);
+  m.def(
+      "lsh_random_rotations",
+      [](std::int64_t hashes, std::int64_t dim, std::int64_t buckets, std::uint64_t seed) {
+        std::vector<float> r = lsh_random_rotations(hashes, dim, buckets, seed);
+        py::array_t<float> a({hashes, dim, buckets / 2});
+        std::copy(r.begin(), r.end(), a.mutable_data());
+        return a;
+      },
+      py::arg("hashes"), py::arg("dim"), py::arg("buckets"), py::arg("seed"));
   m.def("attend", &attend_arrays, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
         py::arg("options"), py::arg("mask"), py::arg("bias"), py::arg("lse"), py::arg("weights"),
         py::arg("layout"));

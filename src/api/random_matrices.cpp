@@ -1,6 +1,6 @@
-// Seeded random matrices for FAVOR+ and Linformer. The generator is our own (splitmix64 +
-// Box-Muller) because std::normal_distribution differs between standard libraries, and a
-// seed must give the same matrix everywhere.
+// Seeded random matrices for FAVOR+, Linformer and LSH attention. The generator is our own
+// (splitmix64 + Box-Muller) because std::normal_distribution differs between standard libraries,
+// and a seed must give the same matrix everywhere.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -98,6 +98,16 @@ std::vector<float> linformer_random_projection(std::int64_t k, std::int64_t s, s
       detail::checked_vector<float>(detail::checked_product({k, s}, "k x s"), "k x s");
   for (float& x : e) x = static_cast<float>(g.next() * sd);
   return e;
+}
+
+std::vector<float> lsh_random_rotations(std::int64_t hashes, std::int64_t d, std::int64_t buckets,
+                                        std::uint64_t seed) {
+  check_positive("hashes", hashes);
+  check_positive("d (head dim)", d);
+  if (buckets < 2 || buckets % 2 != 0)
+    detail::fail("buckets", "an even number >= 2", std::to_string(buckets));
+  return linformer_random_projection(
+      1, detail::checked_product({hashes, d, buckets / 2}, "hashes x d x buckets/2"), seed);
 }
 
 }  // namespace seqattn

@@ -204,8 +204,9 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--repeat", flags->repeat, "timed runs per point")->capture_default_str();
   cmd->add_option("--seqs", flags->seqs, "lengths to measure")->capture_default_str();
   add_param_flags(*cmd, flags->params);  // --window, --feature-map, --proj-len, --block, ...
-  cmd->add_option("--inputs", flags->inputs,
-                  "input family the errors are measured on: decaying|anchors|lowrank|uniform")
+  cmd->add_option(
+         "--inputs", flags->inputs,
+         "input family the errors are measured on: decaying|anchors|lowrank|clustered|uniform")
       ->capture_default_str();
   flags->max_error_opt = cmd->add_option(
       "--max-error", flags->max_error,

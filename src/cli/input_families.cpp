@@ -88,6 +88,52 @@ void low_rank(std::vector<float>& x, const Shape& s, std::int64_t heads, std::mt
   }
 }
 
+// Per (batch, kv head): max(1, S/32) unit directions μ_u (Gaussian, normalised), each token
+// assigned one at random (uniformly, not by position); every query head of the kv head has
+// q_i = 10·μ(i) + 0.3·n_i and the kv head has k_j = q'_j / rms(q'_j), q'_j its first query
+// head's row: the keys LSH attention's shared-QK mode makes of the queries, so that dense on
+// this family is the attention LSH approximates. A same-cluster score is about 10·√D·0.95 /
+// √D = 9.5, another cluster's about N(0, 10²/D): at D = 64 about 97% of each row's weight
+// stays in its cluster of about 32 tokens, which may sit anywhere in the sequence.
+void clustered(Workload& w, std::mt19937_64& gen) {
+  const Shape& s = w.shape;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const std::int64_t clusters = std::max<std::int64_t>(1, s.seq / 32);
+  const std::int64_t group = s.heads / s.kv_heads;
+  std::vector<float> centres(static_cast<std::size_t>(clusters * s.dim));
+  std::vector<std::int64_t> assigned(static_cast<std::size_t>(s.seq));
+  for (std::int64_t kv = 0; kv < s.batch * s.kv_heads; ++kv) {
+    for (std::int64_t u = 0; u < clusters; ++u) {
+      float* mu = centres.data() + u * s.dim;
+      double norm = 0;
+      for (std::int64_t d = 0; d < s.dim; ++d) {
+        mu[d] = normal(gen);
+        norm += double{mu[d]} * mu[d];
+      }
+      const auto inv = static_cast<float>(1.0 / std::sqrt(std::max(norm, 1e-30)));
+      for (std::int64_t d = 0; d < s.dim; ++d) mu[d] *= inv;
+    }
+    std::uniform_int_distribution<std::int64_t> pick(0, clusters - 1);
+    for (std::int64_t& a : assigned) a = pick(gen);
+    const std::int64_t b = kv / s.kv_heads, hk = kv % s.kv_heads;
+    for (std::int64_t g = 0; g < group; ++g) {
+      const std::int64_t h = hk * group + g;
+      for (std::int64_t i = 0; i < s.seq; ++i) {
+        float* q = w.q.data() + ((b * s.heads + h) * s.seq + i) * s.dim;
+        const float* mu = centres.data() + assigned[static_cast<std::size_t>(i)] * s.dim;
+        for (std::int64_t d = 0; d < s.dim; ++d) q[d] = 10.0f * mu[d] + 0.3f * normal(gen);
+        if (g != 0) continue;
+        double sum = 0;
+        for (std::int64_t d = 0; d < s.dim; ++d) sum += double{q[d]} * q[d];
+        const auto inv =
+            static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(s.dim) + 1e-6));
+        float* k = w.k.data() + (kv * s.seq + i) * s.dim;
+        for (std::int64_t d = 0; d < s.dim; ++d) k[d] = q[d] * inv;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(InputFamily family) {
@@ -100,6 +146,8 @@ std::string_view to_string(InputFamily family) {
       return "anchors";
     case InputFamily::kLowRank:
       return "lowrank";
+    case InputFamily::kClustered:
+      return "clustered";
   }
   return "uniform";
 }
@@ -109,12 +157,13 @@ InputFamily parse_input_family(std::string_view name, std::string_view argument)
     if (name == to_string(f)) return f;
   }
   throw Error(ErrorKind::kInvalidArgument, std::string(argument),
-              "decaying, anchors, lowrank or uniform", std::string(name));
+              "decaying, anchors, lowrank, clustered or uniform", std::string(name));
 }
 
 const std::vector<InputFamily>& all_input_families() {
   static const std::vector<InputFamily> families = {InputFamily::kUniform, InputFamily::kDecaying,
-                                                    InputFamily::kAnchors, InputFamily::kLowRank};
+                                                    InputFamily::kAnchors, InputFamily::kLowRank,
+                                                    InputFamily::kClustered};
   return families;
 }
 
@@ -135,6 +184,9 @@ void fill_inputs(Workload& w, InputFamily family, std::uint64_t seed) {
     case InputFamily::kLowRank:
       low_rank(w.q, w.shape, w.shape.heads, gen);
       low_rank(w.k, w.shape, w.shape.kv_heads, gen);
+      return;
+    case InputFamily::kClustered:
+      clustered(w, gen);
       return;
   }
 }

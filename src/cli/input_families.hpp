@@ -13,14 +13,17 @@
 namespace seqattn::cli {
 
 enum class InputFamily {
-  kUniform,   // q, k, v uniform in [-1, 1)
-  kDecaying,  // q, k share a smooth process and a constant part, RoPE-rotated: decays with |i-j|
-  kAnchors,   // kDecaying plus a few anchor keys (tokens 0-3) every query attends to
-  kLowRank,   // q, k of rank 8 (Gaussian factors): the structure Linformer assumes
+  kUniform,    // q, k, v uniform in [-1, 1)
+  kDecaying,   // q, k share a smooth process and a constant part, RoPE-rotated: decays with |i-j|
+  kAnchors,    // kDecaying plus a few anchor keys (tokens 0-3) every query attends to
+  kLowRank,    // q, k of rank 8 (Gaussian factors): the structure Linformer assumes
+  kClustered,  // q around S/32 random directions, tokens assigned at random; k = q RMS-normalised
+               // (Reformer's shared-QK keys): attention follows content, not distance (LSH)
 };
 
 std::string_view to_string(InputFamily family);
-// "uniform", "decaying", "anchors", "lowrank"; throws Error naming `argument` otherwise.
+// "uniform", "decaying", "anchors", "lowrank", "clustered"; throws Error naming `argument`
+// otherwise.
 InputFamily parse_input_family(std::string_view name, std::string_view argument);
 const std::vector<InputFamily>& all_input_families();
 

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <iterator>
+#include <variant>
 
 #include "src/cli/catalogue.hpp"
 
@@ -30,6 +32,41 @@ std::vector<FamilyErrorPoint> with_uniform(const AccuracyReport& a,
   return all;
 }
 
+constexpr std::int64_t kLshHashes[] = {1, 2, 4, 8};
+
+void lsh_by_hashes(AccuracyReport& a, Workload& w, const SampledReference& dense,
+                   const VariantSpec& lsh) {
+  for (const std::int64_t hashes : kLshHashes) {
+    LshSpec spec = std::get<LshSpec>(lsh);
+    spec.hashes = hashes;
+    AttentionOptions options;
+    options.variant = spec;
+    time_attend(w, options, 0, 1);
+    const double error = relative_error(pick_rows(w, w.out, dense), dense.out);
+    a.lsh_hashes.push_back({w.shape.seq, hashes, error});
+    std::fprintf(stderr, "report accuracy S=%-6lld clustered lsh hashes=%lld error %.2e\n",
+                 static_cast<long long>(w.shape.seq), static_cast<long long>(hashes), error);
+  }
+}
+
+void lsh_hashes_markdown(std::ostream& md, const AccuracyReport& a) {
+  if (a.lsh_hashes.empty()) return;
+  md << "\n### LSH attention on `clustered`, by number of hashes\n\nThe same error (vs exact "
+        "dense on the same rows), LSH's other parameters as above; a key seen in several rounds "
+        "counts once per round (docs/architecture.md, \"LSH attention\").\n\n| S |";
+  for (const std::int64_t h : kLshHashes) md << " " << h << (h == 1 ? " hash |" : " hashes |");
+  md << "\n| ---: |";
+  for (std::size_t i = 0; i < std::size(kLshHashes); ++i) md << " ---: |";
+  std::int64_t seq = -1;
+  for (const LshHashesPoint& p : a.lsh_hashes) {
+    if (p.seq != seq) md << "\n| " << (seq = p.seq) << " |";
+    char text[32];
+    std::snprintf(text, sizeof text, " %.2e |", p.error);
+    md << text;
+  }
+  md << "\n";
+}
+
 }  // namespace
 
 AccuracyReport run_accuracy(const ReportConfig& c, const std::map<std::string, VariantSpec>& specs,
@@ -51,6 +88,8 @@ AccuracyReport run_accuracy(const ReportConfig& c, const std::map<std::string, V
         time_attend(w, options, 0, 1);
         const double error = relative_error(pick_rows(w, w.out, dense), dense.out);
         a.points.push_back({family, seq, variant, error, dense.rows});
+        if (variant == "lsh" && family == InputFamily::kClustered)
+          lsh_by_hashes(a, w, dense, specs.at(variant));
         char line[160];
         std::snprintf(line, sizeof line, "report accuracy S=%-6lld %-9s %-15s error %.2e",
                       static_cast<long long>(seq), std::string(to_string(family)).c_str(),
@@ -74,8 +113,10 @@ void accuracy_markdown(std::ostream& md, const ReportConfig& c, const AccuracyRe
         "`uniform` (q, k, v uniform in [-1, 1): near-uniform attention), `decaying` (q and k "
         "share a smooth random process and a constant part, RoPE-rotated: attention peaked at "
         "the diagonal over about a dozen tokens, with a tail), `anchors` (decaying plus four "
-        "sink tokens, 0-3, that every query attends to), `lowrank` (rank-8 q and k). Values stay "
-        "uniform.\n";
+        "sink tokens, 0-3, that every query attends to), `lowrank` (rank-8 q and k), `clustered` "
+        "(q around S/32 random directions with tokens assigned at random, k = q RMS-normalised, "
+        "the keys of LSH's shared-QK mode: attention follows content, not distance). Values "
+        "stay uniform.\n";
   for (const InputFamily family : all_input_families()) {
     md << "\n### " << to_string(family) << "\n\n";
     approximation_table(md, c.variants, c.seqs, [&](std::int64_t seq, const std::string& v) {
@@ -89,7 +130,18 @@ void accuracy_markdown(std::ostream& md, const ReportConfig& c, const AccuracyRe
       return cell;
     });
   }
+  lsh_hashes_markdown(md, a);
   md << "\nThe accuracy pass took " << static_cast<int>(a.elapsed_seconds + 0.5) << " s.\n";
+}
+
+nlohmann::json lsh_hashes_json(const AccuracyReport& a) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const LshHashesPoint& p : a.lsh_hashes)
+    j.push_back({{"family", "clustered"},
+                 {"seq", p.seq},
+                 {"hashes", p.hashes},
+                 {"relative_error", p.error}});
+  return j;
 }
 
 nlohmann::json accuracy_json(const AccuracyReport& a, const std::vector<ReportPoint>& points) {

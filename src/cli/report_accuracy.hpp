@@ -22,14 +22,24 @@ struct FamilyErrorPoint {
   std::int64_t rows = 0;  // query rows dense was computed on
 };
 
+// LSH attention on the clustered family with `hashes` rounds (its other parameters as in the
+// report): how its error against dense falls as rounds are added.
+struct LshHashesPoint {
+  std::int64_t seq = 0;
+  std::int64_t hashes = 0;
+  double error = 0;
+};
+
 struct AccuracyReport {
   std::vector<FamilyErrorPoint> points;
+  std::vector<LshHashesPoint> lsh_hashes;
   double elapsed_seconds = 0;
 };
 
 // Every non-uniform family at every S the sweep measured: each non-dense variant once (all
 // threads) against dense on up to config.error_rows evenly spaced query rows. The uniform
-// column comes from the sweep's own points.
+// column comes from the sweep's own points. Where LSH was measured, it also runs on the
+// clustered family with 1, 2, 4 and 8 hashes.
 AccuracyReport run_accuracy(const ReportConfig& config,
                             const std::map<std::string, VariantSpec>& specs,
                             const std::vector<ReportPoint>& points);
@@ -37,5 +47,6 @@ AccuracyReport run_accuracy(const ReportConfig& config,
 void accuracy_markdown(std::ostream& md, const ReportConfig& config, const AccuracyReport& a,
                        const std::vector<ReportPoint>& points);
 nlohmann::json accuracy_json(const AccuracyReport& a, const std::vector<ReportPoint>& points);
+nlohmann::json lsh_hashes_json(const AccuracyReport& a);  // [{seq, hashes, relative_error}]
 
 }  // namespace seqattn::cli

@@ -499,7 +499,10 @@ std::string write_report(const ReportConfig& c, const std::vector<ReportPoint>& 
   if (!decode.points.empty()) j["decode"] = decode_json(decode);
   if (!half.points.empty()) j["half_precision"] = half_json(half);
   if (c.ring_seq > 0) j["ring"] = ring_json(ring);
-  if (accuracy != nullptr) j["accuracy_by_family"] = accuracy_json(*accuracy, points);
+  if (accuracy != nullptr) {
+    j["accuracy_by_family"] = accuracy_json(*accuracy, points);
+    j["lsh_error_by_hashes"] = lsh_hashes_json(*accuracy);
+  }
 
   ::mkdir(c.out_dir.c_str(), 0777);  // an existing directory is fine; errors surface below
   const std::string json_path = c.out_dir + "/scaling.json";

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "seqattn/error.hpp"
+#include "src/cli/npy.hpp"
 
 namespace seqattn::cli {
 namespace {
@@ -68,6 +69,28 @@ AutoSpec auto_spec(const VariantFlags& f) {
   return spec;
 }
 
+// R from --rotations into f.rotations, viewed by the spec as [hashes * D, buckets / 2]; the
+// variant checks the rows against D when it runs.
+void load_rotations(const VariantFlags& f, LshSpec& spec) {
+  const npy::Array a = npy::load(f.rotations_path, "--rotations");
+  const std::string expected = "a float32 array [hashes, D, buckets/2] or [hashes*D, buckets/2]";
+  if (a.dtype != DType::kF32 || (a.rank() != 2 && a.rank() != 3)) {
+    throw Error(ErrorKind::kInvalidArgument, "--rotations", expected,
+                std::string(to_string(a.dtype)) + " " + npy::shape_text(a.shape) + " in '" +
+                    f.rotations_path + "'");
+  }
+  if (a.rank() == 3 && a.shape[0] != spec.hashes) {
+    throw Error(ErrorKind::kInvalidArgument, "--rotations",
+                "shape[0] = hashes = " + std::to_string(spec.hashes),
+                npy::shape_text(a.shape) + " in '" + f.rotations_path + "'",
+                "set --hashes to the file's rounds, or pass [hashes*D, buckets/2]");
+  }
+  const std::int64_t cols = a.shape.back();
+  f.rotations = a.data;
+  spec.rotations = {f.rotations.data(),
+                    cols == 0 ? 0 : a.shape[0] * (a.rank() == 3 ? a.shape[1] : 1), cols, cols};
+}
+
 }  // namespace
 
 std::string flag_of(const std::string& parameter) {
@@ -111,6 +134,9 @@ void add_variant_flags(CLI::App& command, VariantFlags& flags) {
   command.add_option("--variant", flags.variant, names + "auto")->capture_default_str();
   add_param_flags(command, flags.params);
   add_policy_flags(command, flags.policy);
+  flags.rotations_opt = command.add_option(
+      "--rotations", flags.rotations_path,
+      "lsh: rotations R, float32 .npy [hashes, D, buckets/2] or [hashes*D, buckets/2]");
 }
 
 VariantParams given_params(const ParamFlags& flags) {
@@ -149,6 +175,8 @@ SelectionPolicy make_policy(const PolicyFlags& flags) {
 
 VariantSpec make_spec(const VariantFlags& f) {
   const Variant v = parse_variant(f.variant, "--variant");
+  if (given(f.rotations_opt) && v != Variant::kLsh)
+    refuse(*f.rotations_opt, f.variant, "--variant lsh");
   if (v == Variant::kAuto) return auto_spec(f);
   const std::vector<ParameterInfo> taken = parameters_of(v);
   const std::string honoured = flags_text(taken);
@@ -160,7 +188,9 @@ VariantSpec make_spec(const VariantFlags& f) {
     });
     if (!takes) refuse(*f.params.options.at(given_param.first), f.variant, honoured);
   }
-  return as_variant_spec(seqattn::make_spec(v, params));
+  ConcreteSpec spec = seqattn::make_spec(v, params);
+  if (given(f.rotations_opt)) load_rotations(f, std::get<LshSpec>(spec));
+  return as_variant_spec(spec);
 }
 
 std::vector<std::int64_t> parse_int_list(const std::string& text, const std::string& argument) {

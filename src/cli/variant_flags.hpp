@@ -43,6 +43,12 @@ struct VariantFlags {
   std::string variant = "dense";
   ParamFlags params;
   PolicyFlags policy;
+  // --rotations r.npy: LSH attention's R, float32 [hashes, D, buckets/2] or [hashes*D,
+  // buckets/2]. make_spec() loads it here and the spec's view points into it, so these flags
+  // must outlive the specs they make.
+  std::string rotations_path;
+  CLI::Option* rotations_opt = nullptr;
+  mutable std::vector<float> rotations;
 };
 
 // --profile, --dense-max-seq, --sparse-max-seq.

@@ -51,6 +51,21 @@ struct BlockMask {
   }
 };
 
+// Rules on single keys that a structure adds to its ranges, for a problem whose rows and keys
+// the variant reordered (LSH attention's slots sorted by bucket), so that the problem's own
+// causal rule, which compares indices, cannot express them:
+// - excluded_offset >= 0: row i never sees key i + excluded_offset (its own position: LSH's
+//   shared-QK keys are the queries). One key per row, hidden after the tile's masking, so
+//   full tiles stay on the vector path.
+// - positions (query, key non-null): row i of query head h sees key j of kv head h / group
+//   only where key[hk·S_k + j] <= query[h·S_q + i] (causal over the original positions).
+//   Every tile then takes the element path.
+struct SlotRule {
+  std::int64_t excluded_offset = -1;
+  const std::int32_t* query = nullptr;  // [H_q · S_q] positions of the rows
+  const std::int32_t* key = nullptr;    // [H_kv · S_k] positions of the keys
+};
+
 class KeyStructure {
  public:
   KeyStructure() = default;
@@ -75,6 +90,9 @@ class KeyStructure {
   // tiles (FlashForwardBanded) and runs the query tiles holding a wide row on a full copy.
   // 0: rows may see any number of keys (dense); every key is packed up front.
   virtual std::int64_t local_width() const { return 0; }
+
+  // Key rules beyond the ranges (see SlotRule); none by default.
+  virtual const SlotRule* slot_rule() const { return nullptr; }
 
   // The visiting plan for the kernel's grid. The default derives it from row_keys and
   // columns (O(S_q + query tiles · columns)); a variant with a cheaper closed form overrides.

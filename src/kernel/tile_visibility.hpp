@@ -21,7 +21,11 @@ class TileVisibility {
   // The kernel asks for the structure's rows per work item: an array read keeps a virtual call
   // out of that loop, so rows a structure does not store are read into one here, once.
   TileVisibility(const Problem& p, const KeyStructure& keys)
-      : p_(p), mask_(p), local_width_(keys.local_width()), rows_(keys.row_table()) {
+      : p_(p),
+        mask_(p),
+        local_width_(keys.local_width()),
+        rows_(keys.row_table()),
+        slots_(keys.slot_rule()) {
     if (rows_ == nullptr) {
       own_rows_.resize(static_cast<size_t>(p.seq_q()));
       for (std::int64_t i = 0; i < p.seq_q(); ++i)
@@ -36,8 +40,18 @@ class TileVisibility {
   TileVisibility(const TileVisibility&) = delete;  // rows_ may point into own_rows_
   TileVisibility& operator=(const TileVisibility&) = delete;
 
-  // True when every visited tile needs the element path (keep mask or bias present).
-  bool elementwise() const { return p_.mask->keep.has_value() || mask_.has_bias(); }
+  // True when every visited tile needs the element path (keep mask, bias or slot positions).
+  bool elementwise() const {
+    return p_.mask->keep.has_value() || mask_.has_bias() ||
+           (slots_ != nullptr && slots_->query != nullptr);
+  }
+
+  // Whether some row has a key it never sees besides the rules above (SlotRule).
+  bool excludes_keys() const { return slots_ != nullptr && slots_->excluded_offset >= 0; }
+  // That key of row i (SlotRule::excluded_offset), or -1.
+  std::int64_t excluded_key(std::int64_t i) const {
+    return slots_ == nullptr || slots_->excluded_offset < 0 ? -1 : i + slots_->excluded_offset;
+  }
 
   // Keys row i may see through the contiguous rules; key columns come on top.
   KeyRange row_range(std::int64_t i, std::int64_t key_length) const {
@@ -69,6 +83,10 @@ class TileVisibility {
         visible = !p_.mask->causal || j <= mask_.causal_limit(i);
       }
       if (visible && p_.mask->keep) visible = mask_.visible(b, h, i, j, key_length);
+      if (visible && slots_ != nullptr && slots_->query != nullptr) {
+        visible =
+            slots_->key[(h / p_.group()) * p_.seq_k() + j] <= slots_->query[h * p_.seq_q() + i];
+      }
       if (!visible) {
         s[t] = kNegInf;
       } else if (mask_.has_bias()) {
@@ -82,6 +100,7 @@ class TileVisibility {
   ElementMask mask_;
   std::int64_t local_width_;
   const KeyRange* rows_;              // [S_q] the structure's row ranges
+  const SlotRule* slots_;             // null without per-key rules
   std::vector<KeyRange> own_rows_;    // their copy when the structure stores none
   std::vector<std::uint8_t> column_;  // [S_k] when the structure has key columns
 };

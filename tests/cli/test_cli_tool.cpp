@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "seqattn/attention.hpp"
 #include "seqattn/half.hpp"
 #include "seqattn/policy.hpp"
 #include "src/cli/npy.hpp"
@@ -204,6 +205,43 @@ TEST_F(CliTest, ParameterFlagsFollowTheVariantTable) {
   r = run("run --variant auto --dense-max-seq 0 --window 1 --json" + io);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("window 1+1"), std::string::npos) << r.out;
+}
+
+// --rotations gives LSH attention its R from a file, in either accepted shape: the seed's own
+// rotations written out reproduce the seeded run bit for bit; a file that does not fit is an
+// error naming it, with no output written.
+TEST_F(CliTest, LshRotationsComeFromAnNpyFile) {
+  const std::int64_t s = 40, d = 8, hashes = 2, buckets = 6;
+  std::vector<float> x(static_cast<size_t>(s * d));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.7f * static_cast<float>(i * i % 97));
+  save("q.npy", {1, 1, s, d}, x);
+  save("v.npy", {1, 1, s, d}, std::vector<float>(x.rbegin(), x.rend()));
+  const std::vector<float> r = lsh_random_rotations(hashes, d, buckets, 5);
+  save("r3.npy", {hashes, d, buckets / 2}, r);
+  save("r2.npy", {hashes * d, buckets / 2}, r);
+  save("bad.npy", {hashes * d + 1, buckets / 2}, std::vector<float>(r.size() + 3, 1.0f));
+  const std::string io = " --q " + path("q.npy") + " --k " + path("q.npy") + " --v " +
+                         path("v.npy") + " --variant lsh --chunk-length 4";
+  Result seeded = run("run" + io + " --hashes 2 --buckets 6 --seed 5 --out " + path("seeded.npy"));
+  ASSERT_EQ(seeded.exit_code, 0) << seeded.err;
+  for (const char* file : {"r3.npy", "r2.npy"}) {
+    const Result given = run("run" + io + " --hashes 2 --rotations " + path(file) + " --out " +
+                             path(std::string("given_") + file));
+    ASSERT_EQ(given.exit_code, 0) << given.err;
+    EXPECT_EQ(read(path("seeded.npy")), read(path(std::string("given_") + file))) << file;
+  }
+  Result bad =
+      run("run" + io + " --hashes 2 --rotations " + path("bad.npy") + " --out " + path("o.npy"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("lsh.rotations"), std::string::npos) << bad.err;
+  bad = run("run" + io + " --hashes 3 --rotations " + path("r3.npy") + " --out " + path("o.npy"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--rotations"), std::string::npos) << bad.err;
+  bad = run("run --variant dense --rotations " + path("r2.npy") + " --q " + path("q.npy") +
+            " --k " + path("q.npy") + " --v " + path("v.npy") + " --out " + path("o.npy"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--rotations"), std::string::npos) << bad.err;
+  EXPECT_FALSE(exists("o.npy"));
 }
 
 TEST_F(CliTest, MhaReproducesTheDocumentExample) {

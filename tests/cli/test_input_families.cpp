@@ -2,8 +2,10 @@
 // each claims, measured on exact softmax weights in double.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -104,6 +106,33 @@ TEST(InputFamilies, LowRankQueriesAndKeysHaveRankEight) {
     }
   }
   EXPECT_EQ(independent, 8);
+}
+
+// Clustered: k is the first query head's q RMS-normalised (LSH's shared-QK keys), and each row's
+// weight sits on a few dozen keys anywhere in the sequence, not near the row.
+TEST(InputFamilies, ClusteredAttentionFollowsContentNotDistance) {
+  const Workload w = family(InputFamily::kClustered, 1024);
+  for (std::int64_t j = 0; j < 1024; j += 37) {
+    double sum = 0;
+    for (int d = 0; d < 64; ++d) sum += std::pow(w.q[static_cast<std::size_t>(j * 64 + d)], 2);
+    const double inv = 1.0 / std::sqrt(sum / 64 + 1e-6);
+    for (int d = 0; d < 64; ++d) {
+      EXPECT_NEAR(w.k[static_cast<std::size_t>(j * 64 + d)],
+                  w.q[static_cast<std::size_t>(j * 64 + d)] * inv, 1e-5)
+          << j;
+    }
+  }
+  double top = 0;
+  int rows = 0;
+  for (std::int64_t h = 0; h < 2; ++h) {
+    for (std::int64_t i = 0; i < 1024; i += 32, ++rows) {
+      std::vector<double> p = weights(w, h, i);
+      std::sort(p.begin(), p.end(), std::greater<>());
+      top += std::accumulate(p.begin(), p.begin() + 96, 0.0);
+    }
+  }
+  EXPECT_GT(top / rows, 0.9);  // 96 of 1024 keys (clusters hold 32 on average)
+  EXPECT_LT(mass(family(InputFamily::kClustered, 1024), 32).local, 0.15);
 }
 
 }  // namespace

@@ -80,7 +80,8 @@ def test_auto_runs_what_select_says(rng):
 
 def test_variant_keywords_come_from_the_table(rng):
     table = seqattn.variant_parameters()
-    assert list(table) == ["dense", "sliding-window", "linear", "linformer", "hierarchical"]
+    assert list(table) == ["dense", "sliding-window", "linear", "linformer", "hierarchical", "lsh"]
+    assert table["lsh"]["qk"][0] == "name"
     assert table["hierarchical"]["block"][0] == "integer"
     assert table["sliding-window"]["global_tokens"][0] == "integers"
     assert table["linear"]["epsilon"][0] == "number"
@@ -170,3 +171,32 @@ def test_hierarchical_refuses_what_it_cannot_honour(rng):
         seqattn.attention(k, k, k, variant="hierarchical", block=5)
     with pytest.raises(ValueError, match="options.alibi"):
         seqattn.attention(k, k, k, variant="hierarchical", alibi=True)
+
+
+def test_lsh_rotations_given_equal_the_seeded_ones(rng):
+    q, v = randn(rng, 1, 2, 40, 8), randn(rng, 1, 2, 40, 8)
+    seeded = seqattn.attention(q, q, v, variant="lsh", hashes=2, buckets=6, chunk_length=4, seed=5)
+    r = seqattn.lsh_random_rotations(2, 8, 6, seed=5)
+    assert r.dtype == np.float32 and r.shape == (2, 8, 3)
+    for given in (r, r.reshape(16, 3)):
+        out = seqattn.attention(q, q, v, variant="lsh", chunk_length=4, hashes=2, rotations=given)
+        np.testing.assert_array_equal(out, seeded)
+    p = seqattn.plan(heads_q=2, seq_q=40, seq_k=40, dim=8, variant="lsh", hashes=2,
+                     chunk_length=4, rotations=r.copy())
+    np.testing.assert_array_equal(p.run(q, q, v), seeded)  # the plan copied R
+
+
+def test_lsh_rotations_refusals(rng):
+    q = randn(rng, 1, 1, 9, 4)
+    with pytest.raises(seqattn.UnsupportedError) as e:
+        seqattn.attention(q, q, q, rotations=np.zeros((4, 1), np.float32))
+    assert e.value.argument == "rotations"
+    with pytest.raises(seqattn.InvalidArgumentError) as e:
+        seqattn.attention(q, q, q, variant="lsh", hashes=1, rotations=np.zeros((5, 1), np.float32))
+    assert e.value.argument == "lsh.rotations"
+    with pytest.raises(seqattn.ArgumentTypeError) as e:
+        seqattn.attention(q, q, q, variant="lsh", rotations=np.zeros((4, 2), np.float64))
+    assert e.value.argument == "rotations"
+    with pytest.raises(seqattn.InvalidArgumentError) as e:
+        seqattn.attention(q, q, q, variant="lsh", rotations=np.zeros((2, 4, 2), np.float32))
+    assert e.value.argument == "rotations"  # shape[0] = 2 rounds, hashes = 4

@@ -94,9 +94,27 @@ Result hierarchical(const ConstTensor& q, const ConstTensor& k, const ConstTenso
                     const HierarchicalSpec& spec, const Mask& mask, double scale,
                     const std::optional<RotaryEmbedding>& rope = {});
 
+// Reformer's LSH attention from its definition (see LshSpec), round by round: buckets
+// h_r(x) = argmax [x·R_r, -x·R_r] in double (the first of equal values, the first NaN) of the
+// first key_lengths[b] positions, sorted by (bucket, position), chunks of chunk_length slots,
+// a query of chunk t seeing key chunks t and t-1 (mod the chunk count) as a set, j <= i when
+// causal and j != i when shared (keys then q RMS-normalised, k not read); a shared row seeing
+// nothing attends to itself alone in that round; rounds combine by logsumexp. R is
+// spec.rotations or lsh_random_rotations (buckets 0: min(128, 2·max(1, S/c))). GQA (separate)
+// reads kv head h / (H_q/H_kv). Rows >= key_lengths[b] are 0 with lse -inf. Writes out and lse.
+Result lsh(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v, const LshSpec& spec,
+           const Mask& mask, double scale);
+
+// The smallest hash margin of x's rows over every round: the gap between the two largest of
+// z = [x·R_r, -x·R_r] over |x|·max|R|·√D, in double (NaN rows skipped; +inf without rows).
+// float32 and double agree on a bucket when it is >= 1e-6 (docs/architecture.md, "LSH
+// attention"). R is `rot` ([hashes·D, M]) or the spec's, as lsh() takes it.
+double lsh_hash_margin(const ConstTensor& x, const MatrixView<const float>& rot);
+double lsh_hash_margin(const ConstTensor& x, const LshSpec& spec);
+
 // The reference of whichever variant `spec` names (the functions above; a row of the variant
 // table must have one). scale unset: softmax's 1/√D, and linear's own default. A FAVOR+ or
-// Linformer matrix left to the seed is drawn as the library draws it.
+// Linformer matrix, or LSH rotations, left to the seed are drawn as the library draws them.
 Result variant(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
                const ConcreteSpec& spec, const Mask& mask, std::optional<double> scale,
                const Positional& positional = {});

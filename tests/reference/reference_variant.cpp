@@ -68,6 +68,10 @@ Result of(const HierarchicalSpec& spec, const Inputs& in) {
   return hierarchical(in.q, in.k, in.v, spec, in.mask, in.softmax_scale(), in.positional.rope);
 }
 
+Result of(const LshSpec& spec, const Inputs& in) {
+  return lsh(in.q, in.k, in.v, spec, in.mask, in.softmax_scale());
+}
+
 }  // namespace
 
 Result variant(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,

@@ -1,0 +1,393 @@
+// LSH attention's rounds on the tile kernel. Per (batch, kv head) pair and round: every
+// position is hashed (a GEMM against the round's rotations, then an argmax), the positions are
+// counting-sorted by (bucket, position), and the sorted slots go to the flash kernel segment by
+// segment: the segment's query rows and keys gathered in sorted order, each chunk's window (its
+// own chunk and the one before) a contiguous key range of the gathered keys, the self rule and
+// the causal rule (which compare original positions) a SlotRule. Each round's rows then merge
+// into the pair's accumulator by their log-normalisers, round after round, so no round's output
+// outlives its segment and the combination order is fixed.
+#include "variants/lsh/lsh_rounds.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <vector>
+
+#include "src/gemm/gemm.hpp"
+#include "src/kernel/block_mask.hpp"
+#include "src/kernel/flash_attention.hpp"
+#include "src/runtime/checked_size.hpp"
+
+namespace seqattn::detail {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr std::int32_t kNoPosition = std::numeric_limits<std::int32_t>::max();
+// Rows hashed per GEMM: the block and its M scores stay in L1/L2.
+constexpr std::int64_t kHashRows = 128;
+// Query slots per kernel call: the call's gathered rows, keys, values and outputs (about
+// 4 · 2048 · 64 floats at D = 64) stay in L2, and a call's fixed cost (packing set-up, the
+// thread team) is small beside its 2048 · 2c · (D + D_v) multiply-adds.
+constexpr std::int64_t kSegmentRows = 2048;
+
+// The bucket of one hashed vector: argmax of [y, -y], ties to the lowest index, the first NaN
+// wins (numpy's argmax). y's first minimum is -y's first maximum.
+std::int32_t bucket_of(const float* y, std::int64_t m) {
+  std::int64_t hi = 0, lo = 0;
+  for (std::int64_t c = 0; c < m; ++c) {
+    if (std::isnan(y[c])) return static_cast<std::int32_t>(c);
+    if (y[c] > y[hi]) hi = c;
+    if (y[c] < y[lo]) lo = c;
+  }
+  return static_cast<std::int32_t>(y[hi] >= -y[lo] ? hi : m + lo);
+}
+
+void copy_row(const ConstTensor& t, std::int64_t b, std::int64_t h, std::int64_t s, float* dst) {
+  const float* src = t.ptr(b, h, s);
+  const std::int64_t n = t.shape[3], step = t.strides[3];
+  if (step == 1) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  } else {
+    for (std::int64_t d = 0; d < n; ++d) dst[d] = src[d * step];
+  }
+}
+
+// A segment's windows: row r sees its range of the gathered keys, minus the SlotRule's keys.
+class ChunkWindows final : public KeyStructure {
+ public:
+  KeyRange row_keys(std::int64_t i) const override { return rows_[static_cast<size_t>(i)]; }
+  const KeyRange* row_table() const override { return rows_.data(); }
+  std::int64_t local_width() const override { return width_; }
+  const SlotRule* slot_rule() const override { return &rule_; }
+
+  std::vector<KeyRange> rows_;
+  std::int64_t width_ = 1;
+  SlotRule rule_;
+};
+
+// One thread's buffers, sized once for the longest sequence (allocated before the parallel
+// region, so no allocation can fail inside it).
+struct Workspace {
+  std::vector<float> hash_block, hash_scores, inv_rms;
+  std::vector<std::int32_t> query_buckets, key_buckets;  // [group][hashes][S], [hashes][S]
+  std::vector<std::int32_t> query_order, key_order;      // [group][S], [S]
+  std::vector<std::int32_t> counts;
+  std::vector<float> acc_out, acc_lse;  // [group][S][D_v], [group][S]
+  std::vector<std::int32_t> self_rounds;
+  // The segment handed to the kernel.
+  std::vector<float> q, k, v, out, lse;
+  std::vector<std::int32_t> query_pos, key_pos;
+  std::vector<std::int64_t> nonfinite;  // gathered keys whose value is not finite
+  ChunkWindows windows;
+};
+
+class PairRounds {
+ public:
+  PairRounds(const Problem& p, const LshConfig& c, Workspace& w, int kernel_threads)
+      : p_(p), c_(c), w_(w), kernel_threads_(kernel_threads), group_(c.shared ? 1 : p.group()) {}
+
+  void run(std::int64_t b, std::int64_t hk);
+
+ private:
+  std::int64_t query_head(std::int64_t g) const { return hk_ * group_ + g; }
+  const ConstTensor& key_tensor() const { return c_.shared ? p_.q : p_.k; }
+  void hash(const ConstTensor& t, std::int64_t h, std::int32_t* buckets);
+  void sort(const std::int32_t* buckets, std::int32_t* order);
+  void segment(std::int64_t t0, std::int64_t t1);
+  void gather_key(std::int64_t slot, std::int64_t local);
+  void merge(std::int64_t g, std::int64_t rows, std::int64_t s0);
+  void add_nonfinite_values(std::int64_t rows);
+  void finish();
+
+  const Problem& p_;
+  const LshConfig& c_;
+  Workspace& w_;
+  int kernel_threads_;
+  std::int64_t group_;
+  std::int64_t b_ = 0, hk_ = 0, len_ = 0, chunks_ = 0, round_ = 0;
+};
+
+// buckets[r·S + i] for the first L rows of head h of t, every round r.
+void PairRounds::hash(const ConstTensor& t, std::int64_t h, std::int32_t* buckets) {
+  const std::int64_t stride = p_.seq_q();
+  const std::int64_t dim = p_.dim(), m = c_.buckets / 2, ld = c_.rotations.row_stride;
+  for (std::int64_t i0 = 0; i0 < len_; i0 += kHashRows) {
+    const std::int64_t n = std::min(kHashRows, len_ - i0);
+    for (std::int64_t r = 0; r < n; ++r) copy_row(t, b_, h, i0 + r, w_.hash_block.data() + r * dim);
+    for (std::int64_t round = 0; round < c_.hashes; ++round) {
+      sgemm(Transpose::kNo, Transpose::kNo, n, m, dim, 1.0f, w_.hash_block.data(), dim,
+            c_.rotations.row(round * dim), ld, 0.0f, w_.hash_scores.data(), m, 1);
+      for (std::int64_t r = 0; r < n; ++r)
+        buckets[round * stride + i0 + r] = bucket_of(w_.hash_scores.data() + r * m, m);
+    }
+  }
+}
+
+// order = the positions sorted by (bucket, position): a counting sort, stable in position.
+void PairRounds::sort(const std::int32_t* buckets, std::int32_t* order) {
+  std::fill(w_.counts.begin(), w_.counts.end(), 0);
+  for (std::int64_t i = 0; i < len_; ++i) ++w_.counts[static_cast<size_t>(buckets[i]) + 1];
+  for (size_t u = 1; u < w_.counts.size(); ++u) w_.counts[u] += w_.counts[u - 1];
+  for (std::int64_t i = 0; i < len_; ++i)
+    order[w_.counts[static_cast<size_t>(buckets[i])]++] = static_cast<std::int32_t>(i);
+}
+
+// Key slot `slot` (in the round's key order) into gathered key `local`: shared keys are the
+// queries RMS-normalised.
+void PairRounds::gather_key(std::int64_t slot, std::int64_t local) {
+  const std::int64_t dim = p_.dim(), dv = p_.dim_v();
+  const std::int32_t pos = w_.key_order[static_cast<size_t>(slot)];
+  float* k = w_.k.data() + local * dim;
+  copy_row(key_tensor(), b_, hk_, pos, k);
+  if (c_.shared) {
+    const float inv = w_.inv_rms[static_cast<size_t>(pos)];
+    for (std::int64_t d = 0; d < dim; ++d) k[d] *= inv;
+  }
+  float* v = w_.v.data() + local * dv;
+  copy_row(p_.v, b_, hk_, pos, v);
+  w_.key_pos[static_cast<size_t>(local)] = pos;
+  // A hidden key's value still meets a zero weight in the tile product (0 · NaN = NaN): values
+  // that are not finite go in as zeros and reach the rows that see them afterwards.
+  if (!std::all_of(v, v + dv, [](float x) { return std::isfinite(x); })) {
+    std::fill_n(v, dv, 0.0f);
+    w_.nonfinite.push_back(local);
+  }
+}
+
+// Adds each non-finite value (zeroed for the kernel) to the rows of the segment that see its
+// key: NaN stays NaN, ±Inf makes the column ±Inf (NaN with both signs); the others stay exact.
+void PairRounds::add_nonfinite_values(std::int64_t rows) {
+  const std::int64_t dv = p_.dim_v();
+  const SlotRule& rule = w_.windows.rule_;
+  for (const std::int64_t j : w_.nonfinite) {
+    const float* v = p_.v.ptr(b_, hk_, w_.key_pos[static_cast<size_t>(j)]);
+    for (std::int64_t g = 0; g < group_; ++g) {
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const KeyRange range = w_.windows.rows_[static_cast<size_t>(r)];
+        if (j < range.lo || j >= range.hi) continue;
+        if (rule.excluded_offset >= 0 && j == r + rule.excluded_offset) continue;
+        if (rule.query != nullptr && rule.key[j] > rule.query[g * rows + r]) continue;
+        float* out = w_.out.data() + (g * rows + r) * dv;
+        for (std::int64_t d = 0; d < dv; ++d) out[d] += v[d * p_.v.strides[3]];
+      }
+    }
+  }
+}
+
+void PairRounds::run(std::int64_t b, std::int64_t hk) {
+  b_ = b;
+  hk_ = hk;
+  len_ = p_.key_length(b);
+  chunks_ = (len_ + c_.chunk - 1) / c_.chunk;
+  const std::int64_t dim = p_.dim(), s = p_.seq_q();
+  std::fill(w_.acc_lse.begin(), w_.acc_lse.end(), kNegInf);
+  std::fill(w_.self_rounds.begin(), w_.self_rounds.end(), 0);
+  if (c_.shared) {
+    for (std::int64_t i = 0; i < len_; ++i) {
+      copy_row(p_.q, b_, hk_, i, w_.hash_block.data());
+      double sum = 0;
+      for (std::int64_t d = 0; d < dim; ++d) sum += double{w_.hash_block[d]} * w_.hash_block[d];
+      w_.inv_rms[static_cast<size_t>(i)] =
+          static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(dim) + 1e-6));
+    }
+  }
+  for (std::int64_t g = 0; g < group_; ++g)
+    hash(p_.q, query_head(g), w_.query_buckets.data() + g * c_.hashes * s);
+  if (!c_.shared) hash(p_.k, hk_, w_.key_buckets.data());
+  const std::int64_t seg_chunks = std::max<std::int64_t>(1, kSegmentRows / c_.chunk);
+  for (round_ = 0; round_ < c_.hashes; ++round_) {
+    for (std::int64_t g = 0; g < group_; ++g) {
+      sort(w_.query_buckets.data() + (g * c_.hashes + round_) * s, w_.query_order.data() + g * s);
+    }
+    if (c_.shared) {
+      std::copy(w_.query_order.begin(), w_.query_order.begin() + len_, w_.key_order.begin());
+    } else {
+      sort(w_.key_buckets.data() + round_ * s, w_.key_order.data());
+    }
+    for (std::int64_t t0 = 0; t0 < chunks_; t0 += seg_chunks)
+      segment(t0, std::min(t0 + seg_chunks, chunks_));
+  }
+  finish();
+}
+
+// Query chunks [t0, t1) of the round: their rows and keys gathered in sorted order, the
+// previous chunk's keys first (c slots, right-aligned: only the last chunk may be shorter),
+// then one kernel call and the merge of its rows.
+void PairRounds::segment(std::int64_t t0, std::int64_t t1) {
+  const std::int64_t c = c_.chunk, dim = p_.dim(), dv = p_.dim_v(), s = p_.seq_q();
+  const std::int64_t s0 = t0 * c, s1 = std::min(t1 * c, len_), rows = s1 - s0;
+  // One chunk is its own whole window; otherwise chunk t0's window starts in the previous one.
+  const std::int64_t prefix = chunks_ > 1 ? c : 0;
+  const std::int64_t prev = (t0 - 1 + chunks_) % chunks_;
+  const std::int64_t prev_len = chunks_ > 1 ? std::min(c, len_ - prev * c) : 0;
+  const std::int64_t keys = prefix + rows;
+  w_.nonfinite.clear();
+  for (std::int64_t j = 0; j < prefix - prev_len; ++j) {  // never visible, but read: zeros
+    std::fill_n(w_.k.data() + j * dim, dim, 0.0f);
+    std::fill_n(w_.v.data() + j * dv, dv, 0.0f);
+    w_.key_pos[static_cast<size_t>(j)] = kNoPosition;
+  }
+  for (std::int64_t j = 0; j < prev_len; ++j) gather_key(prev * c + j, prefix - prev_len + j);
+  for (std::int64_t j = 0; j < rows; ++j) gather_key(s0 + j, prefix + j);
+  for (std::int64_t g = 0; g < group_; ++g) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int32_t pos = w_.query_order[static_cast<size_t>(g * s + s0 + r)];
+      copy_row(p_.q, b_, query_head(g), pos, w_.q.data() + (g * rows + r) * dim);
+      w_.query_pos[static_cast<size_t>(g * rows + r)] = pos;
+    }
+  }
+  ChunkWindows& windows = w_.windows;
+  windows.rows_.resize(static_cast<size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t t = (s0 + r) / c;
+    const std::int64_t lo = t == t0 ? prefix - prev_len : prefix + (t - 1) * c - s0;
+    const std::int64_t hi = prefix + std::min((t + 1) * c, len_) - s0;
+    windows.rows_[static_cast<size_t>(r)] = {lo, hi};
+  }
+  windows.width_ = std::min(2 * c, keys);
+  windows.rule_.excluded_offset = c_.shared ? prefix : -1;
+  windows.rule_.query = p_.mask->causal ? w_.query_pos.data() : nullptr;
+  windows.rule_.key = p_.mask->causal ? w_.key_pos.data() : nullptr;
+
+  static const Mask kNoMask;
+  Problem call;
+  call.q = bhsd<const float>(w_.q.data(), 1, group_, rows, dim);
+  call.k = bhsd<const float>(w_.k.data(), 1, 1, keys, dim);
+  call.v = bhsd<const float>(w_.v.data(), 1, 1, keys, dv);
+  call.out = bhsd<float>(w_.out.data(), 1, group_, rows, dv);
+  call.lse = bhsd<float>(w_.lse.data(), 1, group_, rows, 1);
+  call.mask = &kNoMask;
+  call.scale = p_.scale;
+  call.scale_given = true;
+  call.threads = kernel_threads_;
+  flash_forward(call, windows);
+  if (!w_.nonfinite.empty()) add_nonfinite_values(rows);
+  for (std::int64_t g = 0; g < group_; ++g) merge(g, rows, s0);
+}
+
+// The round's rows of query head g into the accumulator, at their positions. A row that saw no
+// key is self-only (shared) or empty (separate) in this round.
+void PairRounds::merge(std::int64_t g, std::int64_t rows, std::int64_t s0) {
+  const std::int64_t dv = p_.dim_v(), s = p_.seq_q();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int32_t pos = w_.query_order[static_cast<size_t>(g * s + s0 + r)];
+    const float lse = w_.lse[static_cast<size_t>(g * rows + r)];
+    const size_t at = static_cast<size_t>(g * s + pos);
+    const float* out = w_.out.data() + (g * rows + r) * dv;
+    float* acc = w_.acc_out.data() + static_cast<std::int64_t>(at) * dv;
+    float& acc_lse = w_.acc_lse[at];
+    if (lse == kNegInf) {
+      // The kernel's NaN row (a NaN score: its sum is NaN, not > 0) also reports -inf.
+      if (std::any_of(out, out + dv, [](float x) { return std::isnan(x); })) {
+        std::fill_n(acc, dv, std::numeric_limits<float>::quiet_NaN());
+        acc_lse = std::numeric_limits<float>::quiet_NaN();
+      } else if (c_.shared) {
+        w_.self_rounds[at] += 1;
+      }
+      continue;
+    }
+    if (acc_lse == kNegInf) {
+      std::copy(out, out + dv, acc);
+      acc_lse = lse;
+      continue;
+    }
+    // NaN in either lse makes m, the weights and the row NaN.
+    const float m = std::max(acc_lse, lse);
+    const float keep = std::exp(acc_lse - m), add = std::exp(lse - m), inv = 1.0f / (keep + add);
+    for (std::int64_t d = 0; d < dv; ++d) acc[d] = (keep * acc[d] + add * out[d]) * inv;
+    acc_lse = m + std::log(keep + add);
+  }
+}
+
+// out and lse of the pair's rows: the counted rounds' combination; else, shared, the self-only
+// rounds' (v_i, s_ii + log count); else zeros and -inf (also every row past the key length).
+void PairRounds::finish() {
+  const std::int64_t dim = p_.dim(), dv = p_.dim_v(), s = p_.seq_q();
+  for (std::int64_t g = 0; g < group_; ++g) {
+    const std::int64_t h = query_head(g);
+    for (std::int64_t i = 0; i < s; ++i) {
+      const size_t at = static_cast<size_t>(g * s + i);
+      float* row = w_.out.data();
+      float lse = kNegInf;
+      if (i < len_ && w_.acc_lse[at] != kNegInf) {
+        std::copy_n(w_.acc_out.data() + static_cast<std::int64_t>(at) * dv, dv, row);
+        lse = w_.acc_lse[at];
+      } else if (i < len_ && w_.self_rounds[at] > 0) {
+        copy_row(p_.v, b_, hk_, i, row);
+        copy_row(p_.q, b_, h, i, w_.hash_block.data());
+        double dot = 0;
+        for (std::int64_t d = 0; d < dim; ++d) dot += double{w_.hash_block[d]} * w_.hash_block[d];
+        const double s_ii = double{p_.scale} * dot * w_.inv_rms[static_cast<size_t>(i)];
+        lse = static_cast<float>(s_ii + std::log(static_cast<double>(w_.self_rounds[at])));
+      } else {
+        std::fill_n(row, dv, 0.0f);
+      }
+      float* out = p_.out.ptr(b_, h, i);
+      const std::int64_t step = p_.out.strides[3];
+      for (std::int64_t d = 0; d < dv; ++d) out[d * step] = row[d];
+      if (p_.lse) p_.lse->at(b_, h, i, 0) = lse;
+    }
+  }
+}
+
+Workspace make_workspace(const Problem& p, const LshConfig& c) {
+  const std::int64_t s = p.seq_q(), dim = p.dim(), dv = p.dim_v();
+  const std::int64_t group = c.shared ? 1 : p.group();
+  const std::int64_t seg = std::min(s, std::max<std::int64_t>(1, kSegmentRows / c.chunk) * c.chunk);
+  const std::int64_t keys = std::min(c.chunk, s) + seg;
+  const char* what = "LSH attention's per-thread buffers";
+  Workspace w;
+  w.hash_block = checked_vector<float>(kHashRows * dim, what);
+  w.hash_scores = checked_vector<float>(kHashRows * (c.buckets / 2), what);
+  w.inv_rms = checked_vector<float>(c.shared ? s : 0, what);
+  w.query_buckets = checked_vector<std::int32_t>(checked_product({group, c.hashes, s}, what), what);
+  w.key_buckets = checked_vector<std::int32_t>(c.shared ? 0 : c.hashes * s, what);
+  w.query_order = checked_vector<std::int32_t>(group * s, what);
+  w.key_order = checked_vector<std::int32_t>(s, what);
+  w.counts = checked_vector<std::int32_t>(c.buckets + 1, what);
+  w.acc_out = checked_vector<float>(checked_product({group, s, dv}, what), what);
+  w.acc_lse = checked_vector<float>(group * s, what);
+  w.self_rounds = checked_vector<std::int32_t>(group * s, what);
+  w.q = checked_vector<float>(checked_product({group, seg, dim}, what), what);
+  w.k = checked_vector<float>(checked_product({keys, dim}, what), what);
+  w.v = checked_vector<float>(checked_product({keys, dv}, what), what);
+  w.out = checked_vector<float>(checked_product({group, std::max(seg, std::int64_t{1}), dv}, what),
+                                what);
+  w.lse = checked_vector<float>(group * seg, what);
+  w.query_pos = checked_vector<std::int32_t>(group * seg, what);
+  w.key_pos = checked_vector<std::int32_t>(keys, what);
+  w.nonfinite.reserve(static_cast<size_t>(keys));
+  return w;
+}
+
+}  // namespace
+
+void lsh_forward(const Problem& p, const LshConfig& config) {
+  const std::int64_t pairs = p.batch() * p.heads_kv();
+  const int team = static_cast<int>(std::min<std::int64_t>(p.threads, pairs));
+  // Pairs in parallel when there are enough of them; else one pair at a time on every thread.
+  const int kernel_threads = team > 1 ? 1 : p.threads;
+  std::vector<Workspace> spaces;
+  for (int t = 0; t < team; ++t) spaces.push_back(make_workspace(p, config));
+  std::exception_ptr failure;
+#pragma omp parallel num_threads(team) if (team > 1)
+  {
+    PairRounds rounds(p, config, spaces[static_cast<size_t>(omp_get_thread_num())], kernel_threads);
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t pair = 0; pair < pairs; ++pair) {
+      try {
+        rounds.run(pair / p.heads_kv(), pair % p.heads_kv());
+      } catch (...) {
+#pragma omp critical(seqattn_lsh_failure)
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace seqattn::detail
