@@ -1,5 +1,6 @@
-// LSH attention's row of the variant table. Auto may choose it: it refuses only what a policy
-// can see (S_q != S_k, masks other than causal and key lengths, positional encodings).
+// LSH attention's row of the variant table. Auto may choose it, as it may hierarchical
+// attention: a policy chooses by length, so a call with what LSH refuses (S_q != S_k, keep
+// masks, bias, weights, RoPE, ALiBi, shared QK with GQA) gets the refusal naming the option.
 #include "seqattn/error.hpp"
 #include "variants/variant_row.hpp"
 
