@@ -366,29 +366,35 @@ TEST(Lsh, SeededRotationsFollowTheGaussianStream) {
   }
 }
 
+// Pairs in parallel (B = 2), and one pair on both threads (B = 1: hashing, gathers, merges and
+// the kernel split across them; S = 4500 spans three segments of 2048 slots).
 TEST(Lsh, SameBitsForAnyThreadCount) {
   for (const bool shared : {true, false}) {
     for (const bool causal : {false, true}) {
-      const LshCase c{.batch = 2,
-                      .heads_q = 3,
-                      .heads_kv = shared ? 3 : 1,
-                      .seq = 300,
-                      .dim = 32,
-                      .dim_v = 16,
-                      .spec = {3, 0, 16, shared, 1, {}},
-                      .causal = causal,
-                      .key_lengths = {300, 211}};
-      const Inputs in(c, 9);
-      std::vector<std::vector<float>> outs, lses;
-      for (const int threads : {1, 2}) {
-        AttentionOptions opt = options_of(c, {});
-        opt.threads = threads;
-        Outputs o = run(c, in, opt);
-        outs.push_back(std::move(o.out.storage));
-        lses.push_back(std::move(o.lse.storage));
+      for (const std::int64_t batch : {2, 1}) {
+        const std::int64_t seq = batch == 2 ? 300 : 4500;
+        const LshCase c{.batch = batch,
+                        .heads_q = batch == 1 && shared ? 1 : 3,
+                        .heads_kv = shared ? (batch == 1 ? 1 : 3) : 1,
+                        .seq = seq,
+                        .dim = 32,
+                        .dim_v = 16,
+                        .spec = {3, 0, 16, shared, 1, {}},
+                        .causal = causal,
+                        .key_lengths = batch == 2 ? std::vector<std::int64_t>{300, 211}
+                                                  : std::vector<std::int64_t>{4321}};
+        const Inputs in(c, 9);
+        std::vector<std::vector<float>> outs, lses;
+        for (const int threads : {1, 2}) {
+          AttentionOptions opt = options_of(c, {});
+          opt.threads = threads;
+          Outputs o = run(c, in, opt);
+          outs.push_back(std::move(o.out.storage));
+          lses.push_back(std::move(o.lse.storage));
+        }
+        EXPECT_EQ(outs[0], outs[1]) << describe(c);
+        EXPECT_EQ(lses[0], lses[1]) << describe(c);
       }
-      EXPECT_EQ(outs[0], outs[1]) << describe(c);
-      EXPECT_EQ(lses[0], lses[1]) << describe(c);
     }
   }
 }

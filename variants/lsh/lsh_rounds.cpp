@@ -56,6 +56,32 @@ void copy_row(const ConstTensor& t, std::int64_t b, std::int64_t h, std::int64_t
   }
 }
 
+// fn(i) for i in [0, n) over `threads` threads (one pair's work when it has the team to
+// itself); an exception may not leave the region, so the first is rethrown after it.
+template <class F>
+void for_rows(std::int64_t n, int threads, F&& fn) {
+  std::exception_ptr failure;
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && n > 1)
+  for (std::int64_t i = 0; i < n; ++i) {
+    try {
+      fn(i);
+    } catch (...) {
+#pragma omp critical(seqattn_lsh_rows)
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+// Sum of squares of row (b, h, s) of t, in double.
+double squared_norm(const ConstTensor& t, std::int64_t b, std::int64_t h, std::int64_t s) {
+  const float* x = t.ptr(b, h, s);
+  double sum = 0;
+  for (std::int64_t d = 0; d < t.shape[3]; ++d)
+    sum += double{x[d * t.strides[3]]} * x[d * t.strides[3]];
+  return sum;
+}
+
 // A segment's windows: row r sees its range of the gathered keys, minus the SlotRule's keys.
 class ChunkWindows final : public KeyStructure {
  public:
@@ -72,7 +98,8 @@ class ChunkWindows final : public KeyStructure {
 // One thread's buffers, sized once for the longest sequence (allocated before the parallel
 // region, so no allocation can fail inside it).
 struct Workspace {
-  std::vector<float> hash_block, hash_scores, inv_rms;
+  std::vector<float> hash_block, hash_scores;  // per thread of the pair's team
+  std::vector<float> inv_rms;
   std::vector<std::int32_t> query_buckets, key_buckets;  // [group][hashes][S], [hashes][S]
   std::vector<std::int32_t> query_order, key_order;      // [group][S], [S]
   std::vector<std::int32_t> counts;
@@ -81,14 +108,16 @@ struct Workspace {
   // The segment handed to the kernel.
   std::vector<float> q, k, v, out, lse;
   std::vector<std::int32_t> query_pos, key_pos;
-  std::vector<std::int64_t> nonfinite;  // gathered keys whose value is not finite
+  std::vector<std::uint8_t> nonfinite_flag;  // per gathered key: its value is not finite
+  std::vector<std::int64_t> nonfinite;       // those keys
   ChunkWindows windows;
 };
 
 class PairRounds {
  public:
-  PairRounds(const Problem& p, const LshConfig& c, Workspace& w, int kernel_threads)
-      : p_(p), c_(c), w_(w), kernel_threads_(kernel_threads), group_(c.shared ? 1 : p.group()) {}
+  // threads: the team this pair has to itself (1 when pairs run in parallel).
+  PairRounds(const Problem& p, const LshConfig& c, Workspace& w, int threads)
+      : p_(p), c_(c), w_(w), threads_(threads), group_(c.shared ? 1 : p.group()) {}
 
   void run(std::int64_t b, std::int64_t hk);
 
@@ -99,14 +128,14 @@ class PairRounds {
   void sort(const std::int32_t* buckets, std::int32_t* order);
   void segment(std::int64_t t0, std::int64_t t1);
   void gather_key(std::int64_t slot, std::int64_t local);
-  void merge(std::int64_t g, std::int64_t rows, std::int64_t s0);
+  void merge(std::int64_t g, std::int64_t r, std::int64_t s0, std::int64_t rows);
   void add_nonfinite_values(std::int64_t rows);
   void finish();
 
   const Problem& p_;
   const LshConfig& c_;
   Workspace& w_;
-  int kernel_threads_;
+  int threads_;
   std::int64_t group_;
   std::int64_t b_ = 0, hk_ = 0, len_ = 0, chunks_ = 0, round_ = 0;
 };
@@ -115,16 +144,19 @@ class PairRounds {
 void PairRounds::hash(const ConstTensor& t, std::int64_t h, std::int32_t* buckets) {
   const std::int64_t stride = p_.seq_q();
   const std::int64_t dim = p_.dim(), m = c_.buckets / 2, ld = c_.rotations.row_stride;
-  for (std::int64_t i0 = 0; i0 < len_; i0 += kHashRows) {
-    const std::int64_t n = std::min(kHashRows, len_ - i0);
-    for (std::int64_t r = 0; r < n; ++r) copy_row(t, b_, h, i0 + r, w_.hash_block.data() + r * dim);
+  for_rows((len_ + kHashRows - 1) / kHashRows, threads_, [&](std::int64_t block) {
+    const std::int64_t i0 = block * kHashRows, n = std::min(kHashRows, len_ - i0);
+    const std::int64_t me = threads_ > 1 ? omp_get_thread_num() : 0;
+    float* x = w_.hash_block.data() + me * kHashRows * dim;
+    float* y = w_.hash_scores.data() + me * kHashRows * m;
+    for (std::int64_t r = 0; r < n; ++r) copy_row(t, b_, h, i0 + r, x + r * dim);
     for (std::int64_t round = 0; round < c_.hashes; ++round) {
-      sgemm(Transpose::kNo, Transpose::kNo, n, m, dim, 1.0f, w_.hash_block.data(), dim,
-            c_.rotations.row(round * dim), ld, 0.0f, w_.hash_scores.data(), m, 1);
+      sgemm(Transpose::kNo, Transpose::kNo, n, m, dim, 1.0f, x, dim, c_.rotations.row(round * dim),
+            ld, 0.0f, y, m, 1);
       for (std::int64_t r = 0; r < n; ++r)
-        buckets[round * stride + i0 + r] = bucket_of(w_.hash_scores.data() + r * m, m);
+        buckets[round * stride + i0 + r] = bucket_of(y + r * m, m);
     }
-  }
+  });
 }
 
 // order = the positions sorted by (bucket, position): a counting sort, stable in position.
@@ -152,10 +184,9 @@ void PairRounds::gather_key(std::int64_t slot, std::int64_t local) {
   w_.key_pos[static_cast<size_t>(local)] = pos;
   // A hidden key's value still meets a zero weight in the tile product (0 · NaN = NaN): values
   // that are not finite go in as zeros and reach the rows that see them afterwards.
-  if (!std::all_of(v, v + dv, [](float x) { return std::isfinite(x); })) {
-    std::fill_n(v, dv, 0.0f);
-    w_.nonfinite.push_back(local);
-  }
+  const bool finite = std::all_of(v, v + dv, [](float x) { return std::isfinite(x); });
+  if (!finite) std::fill_n(v, dv, 0.0f);
+  w_.nonfinite_flag[static_cast<size_t>(local)] = finite ? 0 : 1;
 }
 
 // Adds each non-finite value (zeroed for the kernel) to the rows of the segment that see its
@@ -187,13 +218,10 @@ void PairRounds::run(std::int64_t b, std::int64_t hk) {
   std::fill(w_.acc_lse.begin(), w_.acc_lse.end(), kNegInf);
   std::fill(w_.self_rounds.begin(), w_.self_rounds.end(), 0);
   if (c_.shared) {
-    for (std::int64_t i = 0; i < len_; ++i) {
-      copy_row(p_.q, b_, hk_, i, w_.hash_block.data());
-      double sum = 0;
-      for (std::int64_t d = 0; d < dim; ++d) sum += double{w_.hash_block[d]} * w_.hash_block[d];
-      w_.inv_rms[static_cast<size_t>(i)] =
-          static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(dim) + 1e-6));
-    }
+    for_rows(len_, threads_, [&](std::int64_t i) {
+      const double mean = squared_norm(p_.q, b_, hk_, i) / static_cast<double>(dim);
+      w_.inv_rms[static_cast<size_t>(i)] = static_cast<float>(1.0 / std::sqrt(mean + 1e-6));
+    });
   }
   for (std::int64_t g = 0; g < group_; ++g)
     hash(p_.q, query_head(g), w_.query_buckets.data() + g * c_.hashes * s);
@@ -225,21 +253,24 @@ void PairRounds::segment(std::int64_t t0, std::int64_t t1) {
   const std::int64_t prev = (t0 - 1 + chunks_) % chunks_;
   const std::int64_t prev_len = chunks_ > 1 ? std::min(c, len_ - prev * c) : 0;
   const std::int64_t keys = prefix + rows;
-  w_.nonfinite.clear();
-  for (std::int64_t j = 0; j < prefix - prev_len; ++j) {  // never visible, but read: zeros
-    std::fill_n(w_.k.data() + j * dim, dim, 0.0f);
+  for_rows(keys, threads_, [&](std::int64_t j) {
+    if (j >= prefix) return gather_key(s0 + j - prefix, j);
+    if (j >= prefix - prev_len) return gather_key(prev * c + j - (prefix - prev_len), j);
+    std::fill_n(w_.k.data() + j * dim, dim, 0.0f);  // never visible, but read: zeros
     std::fill_n(w_.v.data() + j * dv, dv, 0.0f);
     w_.key_pos[static_cast<size_t>(j)] = kNoPosition;
+    w_.nonfinite_flag[static_cast<size_t>(j)] = 0;
+  });
+  w_.nonfinite.clear();
+  for (std::int64_t j = 0; j < keys; ++j) {
+    if (w_.nonfinite_flag[static_cast<size_t>(j)] != 0) w_.nonfinite.push_back(j);
   }
-  for (std::int64_t j = 0; j < prev_len; ++j) gather_key(prev * c + j, prefix - prev_len + j);
-  for (std::int64_t j = 0; j < rows; ++j) gather_key(s0 + j, prefix + j);
-  for (std::int64_t g = 0; g < group_; ++g) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int32_t pos = w_.query_order[static_cast<size_t>(g * s + s0 + r)];
-      copy_row(p_.q, b_, query_head(g), pos, w_.q.data() + (g * rows + r) * dim);
-      w_.query_pos[static_cast<size_t>(g * rows + r)] = pos;
-    }
-  }
+  for_rows(group_ * rows, threads_, [&](std::int64_t gr) {
+    const std::int64_t g = gr / rows, r = gr % rows;
+    const std::int32_t pos = w_.query_order[static_cast<size_t>(g * s + s0 + r)];
+    copy_row(p_.q, b_, query_head(g), pos, w_.q.data() + gr * dim);
+    w_.query_pos[static_cast<size_t>(gr)] = pos;
+  });
   ChunkWindows& windows = w_.windows;
   windows.rows_.resize(static_cast<size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -263,86 +294,81 @@ void PairRounds::segment(std::int64_t t0, std::int64_t t1) {
   call.mask = &kNoMask;
   call.scale = p_.scale;
   call.scale_given = true;
-  call.threads = kernel_threads_;
+  call.threads = threads_;
   flash_forward(call, windows);
   if (!w_.nonfinite.empty()) add_nonfinite_values(rows);
-  for (std::int64_t g = 0; g < group_; ++g) merge(g, rows, s0);
+  for_rows(group_ * rows, threads_,
+           [&](std::int64_t gr) { merge(gr / rows, gr % rows, s0, rows); });
 }
 
-// The round's rows of query head g into the accumulator, at their positions. A row that saw no
+// Row r (of `rows`) of query head g into the accumulator, at its position. A row that saw no
 // key is self-only (shared) or empty (separate) in this round.
-void PairRounds::merge(std::int64_t g, std::int64_t rows, std::int64_t s0) {
+void PairRounds::merge(std::int64_t g, std::int64_t r, std::int64_t s0, std::int64_t rows) {
   const std::int64_t dv = p_.dim_v(), s = p_.seq_q();
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int32_t pos = w_.query_order[static_cast<size_t>(g * s + s0 + r)];
-    const float lse = w_.lse[static_cast<size_t>(g * rows + r)];
-    const size_t at = static_cast<size_t>(g * s + pos);
-    const float* out = w_.out.data() + (g * rows + r) * dv;
-    float* acc = w_.acc_out.data() + static_cast<std::int64_t>(at) * dv;
-    float& acc_lse = w_.acc_lse[at];
-    if (lse == kNegInf) {
-      // The kernel's NaN row (a NaN score: its sum is NaN, not > 0) also reports -inf.
-      if (std::any_of(out, out + dv, [](float x) { return std::isnan(x); })) {
-        std::fill_n(acc, dv, std::numeric_limits<float>::quiet_NaN());
-        acc_lse = std::numeric_limits<float>::quiet_NaN();
-      } else if (c_.shared) {
-        w_.self_rounds[at] += 1;
-      }
-      continue;
+  const std::int32_t pos = w_.query_order[static_cast<size_t>(g * s + s0 + r)];
+  const float lse = w_.lse[static_cast<size_t>(g * rows + r)];
+  const size_t at = static_cast<size_t>(g * s + pos);
+  const float* out = w_.out.data() + (g * rows + r) * dv;
+  float* acc = w_.acc_out.data() + static_cast<std::int64_t>(at) * dv;
+  float& acc_lse = w_.acc_lse[at];
+  if (lse == kNegInf) {
+    // The kernel's NaN row (a NaN score: its sum is NaN, not > 0) also reports -inf.
+    if (std::any_of(out, out + dv, [](float x) { return std::isnan(x); })) {
+      std::fill_n(acc, dv, std::numeric_limits<float>::quiet_NaN());
+      acc_lse = std::numeric_limits<float>::quiet_NaN();
+    } else if (c_.shared) {
+      w_.self_rounds[at] += 1;
     }
-    if (acc_lse == kNegInf) {
-      std::copy(out, out + dv, acc);
-      acc_lse = lse;
-      continue;
-    }
-    // NaN in either lse makes m, the weights and the row NaN.
-    const float m = std::max(acc_lse, lse);
-    const float keep = std::exp(acc_lse - m), add = std::exp(lse - m), inv = 1.0f / (keep + add);
-    for (std::int64_t d = 0; d < dv; ++d) acc[d] = (keep * acc[d] + add * out[d]) * inv;
-    acc_lse = m + std::log(keep + add);
+    return;
   }
+  if (acc_lse == kNegInf) {
+    std::copy(out, out + dv, acc);
+    acc_lse = lse;
+    return;
+  }
+  // NaN in either lse makes m, the weights and the row NaN.
+  const float m = std::max(acc_lse, lse);
+  const float keep = std::exp(acc_lse - m), add = std::exp(lse - m), inv = 1.0f / (keep + add);
+  for (std::int64_t d = 0; d < dv; ++d) acc[d] = (keep * acc[d] + add * out[d]) * inv;
+  acc_lse = m + std::log(keep + add);
 }
 
 // out and lse of the pair's rows: the counted rounds' combination; else, shared, the self-only
 // rounds' (v_i, s_ii + log count); else zeros and -inf (also every row past the key length).
 void PairRounds::finish() {
-  const std::int64_t dim = p_.dim(), dv = p_.dim_v(), s = p_.seq_q();
-  for (std::int64_t g = 0; g < group_; ++g) {
-    const std::int64_t h = query_head(g);
-    for (std::int64_t i = 0; i < s; ++i) {
-      const size_t at = static_cast<size_t>(g * s + i);
-      float* row = w_.out.data();
-      float lse = kNegInf;
-      if (i < len_ && w_.acc_lse[at] != kNegInf) {
-        std::copy_n(w_.acc_out.data() + static_cast<std::int64_t>(at) * dv, dv, row);
-        lse = w_.acc_lse[at];
-      } else if (i < len_ && w_.self_rounds[at] > 0) {
-        copy_row(p_.v, b_, hk_, i, row);
-        copy_row(p_.q, b_, h, i, w_.hash_block.data());
-        double dot = 0;
-        for (std::int64_t d = 0; d < dim; ++d) dot += double{w_.hash_block[d]} * w_.hash_block[d];
-        const double s_ii = double{p_.scale} * dot * w_.inv_rms[static_cast<size_t>(i)];
-        lse = static_cast<float>(s_ii + std::log(static_cast<double>(w_.self_rounds[at])));
-      } else {
-        std::fill_n(row, dv, 0.0f);
-      }
-      float* out = p_.out.ptr(b_, h, i);
-      const std::int64_t step = p_.out.strides[3];
-      for (std::int64_t d = 0; d < dv; ++d) out[d * step] = row[d];
-      if (p_.lse) p_.lse->at(b_, h, i, 0) = lse;
+  const std::int64_t dv = p_.dim_v(), s = p_.seq_q();
+  for_rows(group_ * s, threads_, [&](std::int64_t gi) {
+    const std::int64_t g = gi / s, i = gi % s, h = query_head(g);
+    const size_t at = static_cast<size_t>(gi);
+    float* out = p_.out.ptr(b_, h, i);
+    const std::int64_t step = p_.out.strides[3];
+    float lse = kNegInf;
+    if (i < len_ && w_.acc_lse[at] != kNegInf) {
+      const float* acc = w_.acc_out.data() + gi * dv;
+      for (std::int64_t d = 0; d < dv; ++d) out[d * step] = acc[d];
+      lse = w_.acc_lse[at];
+    } else if (i < len_ && w_.self_rounds[at] > 0) {
+      const float* v = p_.v.ptr(b_, hk_, i);
+      for (std::int64_t d = 0; d < dv; ++d) out[d * step] = v[d * p_.v.strides[3]];
+      const double s_ii =
+          double{p_.scale} * squared_norm(p_.q, b_, h, i) * w_.inv_rms[static_cast<size_t>(i)];
+      lse = static_cast<float>(s_ii + std::log(static_cast<double>(w_.self_rounds[at])));
+    } else {
+      for (std::int64_t d = 0; d < dv; ++d) out[d * step] = 0.0f;
     }
-  }
+    if (p_.lse) p_.lse->at(b_, h, i, 0) = lse;
+  });
 }
 
-Workspace make_workspace(const Problem& p, const LshConfig& c) {
+Workspace make_workspace(const Problem& p, const LshConfig& c, int threads) {
   const std::int64_t s = p.seq_q(), dim = p.dim(), dv = p.dim_v();
   const std::int64_t group = c.shared ? 1 : p.group();
   const std::int64_t seg = std::min(s, std::max<std::int64_t>(1, kSegmentRows / c.chunk) * c.chunk);
   const std::int64_t keys = std::min(c.chunk, s) + seg;
   const char* what = "LSH attention's per-thread buffers";
   Workspace w;
-  w.hash_block = checked_vector<float>(kHashRows * dim, what);
-  w.hash_scores = checked_vector<float>(kHashRows * (c.buckets / 2), what);
+  w.hash_block = checked_vector<float>(threads * kHashRows * dim, what);
+  w.hash_scores = checked_vector<float>(threads * kHashRows * (c.buckets / 2), what);
   w.inv_rms = checked_vector<float>(c.shared ? s : 0, what);
   w.query_buckets = checked_vector<std::int32_t>(checked_product({group, c.hashes, s}, what), what);
   w.key_buckets = checked_vector<std::int32_t>(c.shared ? 0 : c.hashes * s, what);
@@ -361,6 +387,7 @@ Workspace make_workspace(const Problem& p, const LshConfig& c) {
   w.query_pos = checked_vector<std::int32_t>(group * seg, what);
   w.key_pos = checked_vector<std::int32_t>(keys, what);
   w.nonfinite.reserve(static_cast<size_t>(keys));
+  w.nonfinite_flag = checked_vector<std::uint8_t>(keys, what);
   return w;
 }
 
@@ -372,7 +399,7 @@ void lsh_forward(const Problem& p, const LshConfig& config) {
   // Pairs in parallel when there are enough of them; else one pair at a time on every thread.
   const int kernel_threads = team > 1 ? 1 : p.threads;
   std::vector<Workspace> spaces;
-  for (int t = 0; t < team; ++t) spaces.push_back(make_workspace(p, config));
+  for (int t = 0; t < team; ++t) spaces.push_back(make_workspace(p, config, kernel_threads));
   std::exception_ptr failure;
 #pragma omp parallel num_threads(team) if (team > 1)
   {
