@@ -399,6 +399,25 @@ TEST(Lsh, SameBitsForAnyThreadCount) {
   }
 }
 
+// cost(): hashes·(L·D·buckets + 2(D + D_v)·Σ_t |chunk t|·|window t|) per (batch, query head).
+// S = 40, c = 16: chunks 16, 16, 8 with windows 16+8, 16+16, 8+16 (the last wraps to the first).
+TEST(Lsh, CostCountsHashingAndEveryWindowPair) {
+  const LshCase c{.batch = 2,
+                  .heads_q = 2,
+                  .heads_kv = 1,
+                  .seq = 40,
+                  .dim = 8,
+                  .dim_v = 4,
+                  .spec = {3, 6, 16, false, 1, {}},
+                  .key_lengths = {40, 16}};
+  const Inputs in(c, 5);
+  OwnedTensor out = make_zeros(c.batch, c.heads_q, c.seq, c.dim_v);
+  const RunRecord r = attend(in.q.cview(), in.k.cview(), in.v.cview(), out.view, options_of(c, {}));
+  const double pairs_40 = 16.0 * 24 + 16.0 * 32 + 8.0 * 24, pairs_16 = 16.0 * 16;
+  const double per_head = (40.0 + 16.0) * 8 * 6 + 2.0 * (8 + 4) * (pairs_40 + pairs_16);
+  EXPECT_DOUBLE_EQ(r.flops, 2 * 3 * per_head);
+}
+
 bool row_has_nan(const Tensor& t, std::int64_t b, std::int64_t h, std::int64_t i) {
   for (std::int64_t d = 0; d < t.shape[3]; ++d) {
     if (std::isnan(t.at(b, h, i, d))) return true;
