@@ -19,7 +19,21 @@ struct RunRecord {
   double seconds = 0;                 // wall time of the whole call, validation included
   int threads = 1;                    // threads the kernel ran with
   std::string simd_target;            // e.g. "highway:AVX3", "xsimd:avx512f"
+  // What the products ran on: "fp32" (fp32 operands, or bf16 ones widened exactly to fp32),
+  // "amx-bf16" or "avx512-bf16" (docs/architecture.md, "Compute paths").
+  std::string compute_path = "fp32";
 };
+
+// The compute path bf16 operands (bf16 tensors, or fp32 ones under Fp32Precision::kBf16)
+// take on this CPU and build, and why; SEQATTN_COMPUTE_PATH=auto|fp32|amx-bf16|avx512-bf16
+// forces one (for tests and benchmarks). Throws Error naming SEQATTN_COMPUTE_PATH for another
+// value, or for a path this CPU or build cannot run (kNotImplemented when only the kernels are
+// missing).
+struct ComputePathChoice {
+  std::string path;    // "fp32", "amx-bf16" or "avx512-bf16"
+  std::string reason;  // e.g. "bf16 widened exactly to fp32: this CPU has no AMX (...); ..."
+};
+ComputePathChoice bf16_compute_path();
 
 // out[b, h, i, :] = Σ_j softmax_j(q_i·k_j·scale + mask) v_j for the chosen variant.
 // Shapes: q [B, H_q, S_q, D], k [B, H_kv, S_k, D], v [B, H_kv, S_k, D_v], out [B, H_q, S_q, D_v],

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "seqattn/attention.hpp"
 #include "seqattn/options.hpp"
@@ -45,6 +46,10 @@ struct MhaConfig {
   bool sinusoidal_positions = false;
   std::optional<RotaryEmbedding> rope{};
   std::optional<Alibi> alibi{};
+  // AttentionOptions::fp32_precision for the attention: kBf16 rounds the projected q, k, v to
+  // bf16 before it. The projections themselves run in fp32 (the bf16 GEMM is not built yet;
+  // MhaRecord::projection_path says so).
+  Fp32Precision fp32_precision = Fp32Precision::kIeee;
 };
 
 enum class Projection { kQuery, kKey, kValue, kOutput };
@@ -57,7 +62,8 @@ struct MhaRecord {
   // The whole forward(); what exceeds projection + attention is the layer's own overhead
   // (argument checks, bias additions, workspace; heads are split and merged by views, free).
   double total_seconds = 0;
-  double projection_flops = 0;  // 2·rows·in·out summed over the projections
+  double projection_flops = 0;           // 2·rows·in·out summed over the projections
+  std::string projection_path = "fp32";  // what the projection GEMMs ran on
 };
 
 // Not thread-safe: forward() reuses a workspace owned by the object. Use one object per thread.

@@ -47,6 +47,18 @@ struct Mask {
   std::optional<ConstTensor> bias;
 };
 
+// How fp32 q, k and v are computed with, named after PyTorch's fp32_precision. kIeee (the
+// default) keeps exact fp32: results do not change. kBf16 rounds every fp32 q, k and v to
+// bfloat16 (to nearest even) before the kernels read them and runs the bf16 compute path
+// (RunRecord::compute_path; docs/architecture.md, "Compute paths"): the result is the one
+// bf16 tensors of those values would give. bf16 and f16 tensors are not affected; over a
+// KvCache it rounds q (K and V are read in the cache's dtype: choose a bf16 cache).
+enum class Fp32Precision { kIeee, kBf16 };
+std::string_view to_string(Fp32Precision p);  // "ieee", "bf16"
+// Inverse of to_string; throws Error naming `argument` for any other name.
+Fp32Precision parse_fp32_precision(std::string_view name,
+                                   std::string_view argument = "fp32_precision");
+
 struct AttentionOptions {
   VariantSpec variant = DenseSpec{};
   Mask mask;
@@ -62,6 +74,7 @@ struct AttentionOptions {
   std::optional<RotaryEmbedding> rope;
   std::optional<Alibi> alibi;
   int threads = 0;  // 0 = all available cores
+  Fp32Precision fp32_precision = Fp32Precision::kIeee;
 };
 
 }  // namespace seqattn

@@ -18,7 +18,7 @@ from ._sdpa import scaled_dot_product_attention
 
 __version__ = _seqattn.__version__  # CMake's project version, as the installed metadata's
 __all__ = ["attention", "scaled_dot_product_attention", "MultiHeadAttention", "plan", "Plan",
-           "KvCache", "select", "simd_target", "RunRecord", "variant_parameters",
+           "KvCache", "select", "simd_target", "bf16_compute_path", "RunRecord", "variant_parameters",
            "lsh_random_rotations", "Error",
            "InvalidArgumentError", "ArgumentTypeError", "UnsupportedError",
            "NotImplementedFeatureError", "FileError", "__version__"]
@@ -29,6 +29,13 @@ RunRecord = _seqattn.RunRecord
 def simd_target():
     """The SIMD target the kernels dispatch to on this CPU, e.g. 'highway:AVX3'."""
     return _seqattn.simd_target()
+
+
+def bf16_compute_path():
+    """(path, reason): the compute path bfloat16 operands take on this CPU ('amx-bf16',
+    'avx512-bf16', or 'fp32' when they are widened exactly to float32) and why. The
+    SEQATTN_COMPUTE_PATH environment variable (auto, fp32, amx-bf16, avx512-bf16) forces one."""
+    return _seqattn.bf16_compute_path()
 
 
 def lsh_random_rotations(hashes, dim, buckets, seed=0):
@@ -52,7 +59,7 @@ def select(seq, profile=None):
 def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=None, bias=None,
               scale=None, return_lse=False, return_weights=False, threads=0, layout="bhsd",
               out=None, return_record=False, profile=None, max_error=None, rope=None, alibi=None,
-              **params):
+              fp32_precision="ieee", **params):
     """out = softmax(q kᵀ·scale + mask) v over the chosen variant.
 
     q [B, H_q, S_q, D], k [B, H_kv, S_k, D], v [B, H_kv, S_k, D_v] with layout="bhsd"
@@ -73,10 +80,12 @@ def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=
     a sequence of per-head slopes, or dict(slopes=None, form="causal" | "symmetric").
     rotations (variant="lsh"): its R as a float32 array [hashes, D, buckets // 2] or
     [hashes * D, buckets // 2] (default: lsh_random_rotations(hashes, D, buckets, seed)).
+    fp32_precision: "ieee" (exact fp32, the default) or "bf16" (float32 q, k, v are rounded
+    to bfloat16 first and take the bf16 compute path; record.compute_path says which ran).
 
     Returns out (shaped like q with D_v), followed by lse [B, H_q, S_q] (float32) if
     return_lse, the weights [B, H_q, S_q, S_k] (float32) if return_weights, and the
-    RunRecord (variant, reason, flops, seconds, threads) if return_record. out= writes into
+    RunRecord (variant, reason, flops, seconds, threads, compute_path) if return_record. out= writes into
     a given array (same shape as the result, any strides, not overlapping an input).
     """
     for name, a in (("q", q), ("k", k), ("v", v)):
@@ -102,7 +111,7 @@ def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=
     lse = empty(q, (b, h_q, s_q), float32=True) if return_lse else None
     weights = empty(q, (b, h_q, s_q, s_k), float32=True) if return_weights else None
     opts = make_options(variant, causal, key_lengths, scale, threads, profile, max_error, rope,
-                        alibi, **params)
+                        alibi, fp32_precision=fp32_precision, **params)
     record = _seqattn.attend(
         q4, k4, v4, result if out is None else as_4d("out", out, layout), opts,
         mask=None if mask is None else scores_4d("mask", mask, rank),

@@ -35,8 +35,10 @@ class RunRecord:
     seconds: float
     threads: int
     simd_target: str
+    compute_path: str
 
 def simd_target() -> str: ...
+def bf16_compute_path() -> Tuple[str, str]: ...
 def select(seq: int, profile: Optional[str] = ...) -> Tuple[str, str]: ...
 def variant_parameters() -> dict[str, dict[str, Tuple[str, str]]]: ...
 def lsh_random_rotations(hashes: int, dim: int, buckets: int, seed: int = ...) -> Any: ...
@@ -61,6 +63,7 @@ def attention(
     max_error: Optional[float] = ...,
     rope: Rope = ...,
     alibi: AlibiArg = ...,
+    fp32_precision: Literal["ieee", "bf16"] = ...,
     **params: Param,
 ) -> Any: ...  # out, or a tuple (out, lse?, weights?, record?) as requested
 def scaled_dot_product_attention(

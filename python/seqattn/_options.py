@@ -61,7 +61,8 @@ def variant_params(params):
 
 
 def make_options(variant="dense", causal=False, key_lengths=None, scale=None, threads=0,
-                 profile=None, max_error=None, rope=None, alibi=None, rotations=None, **params):
+                 profile=None, max_error=None, rope=None, alibi=None, rotations=None,
+                 fp32_precision="ieee", **params):
     """The compiled Options for these keyword arguments (shared by attention, plan and MHA).
 
     Integers are checked here (a float with a fraction, or a value outside the C++ type, is a
@@ -70,12 +71,14 @@ def make_options(variant="dense", causal=False, key_lengths=None, scale=None, th
     read without a copy: the returned Options keeps it alive."""
     if not isinstance(variant, str):
         raise ArgumentTypeError("variant", "a name such as 'dense'", repr(variant))
+    if not isinstance(fp32_precision, str):
+        raise ArgumentTypeError("fp32_precision", "'ieee' or 'bf16'", repr(fp32_precision))
     return _seqattn.options(
         variant=variant, causal=bool(causal), key_lengths=lengths(key_lengths),
         scale=None if scale is None else float(scale), params=variant_params(params),
         threads=integer("threads", threads, -2**31, 2**31 - 1), profile=profile,
         max_error=None if max_error is None else float(max_error), rope=rope, alibi=alibi,
-        rotations=rotations)
+        rotations=rotations, fp32_precision=fp32_precision)
 
 
 def parameters_doc():

@@ -72,7 +72,7 @@ AttentionOptions make_options(const std::string& variant, bool causal,
                               std::optional<float> scale, const VariantParams& params, int threads,
                               const std::optional<std::string>& profile,
                               std::optional<double> max_error, py::handle rope, py::handle alibi,
-                              py::handle rotations) {
+                              py::handle rotations, const std::string& fp32_precision) {
   AttentionOptions o;
   o.variant = variant_spec(variant, params, profile);
   if (!rotations.is_none()) set_rotations(o.variant, rotations);
@@ -83,6 +83,7 @@ AttentionOptions make_options(const std::string& variant, bool causal,
   if (auto* automatic = std::get_if<AutoSpec>(&o.variant)) automatic->max_error = max_error;
   o.rope = parse_rope(rope);
   o.alibi = parse_alibi(alibi);
+  o.fp32_precision = parse_fp32_precision(fp32_precision);
   return o;
 }
 
@@ -192,10 +193,12 @@ void register_record(py::module_& m) {
       .def_readonly("seconds", &RunRecord::seconds)
       .def_readonly("threads", &RunRecord::threads)
       .def_readonly("simd_target", &RunRecord::simd_target)
+      .def_readonly("compute_path", &RunRecord::compute_path)
       .def("__repr__", [](const RunRecord& r) {
         return "RunRecord(variant='" + std::string(to_string(r.variant)) +
                "', seconds=" + std::to_string(r.seconds) + ", flops=" + std::to_string(r.flops) +
-               ", threads=" + std::to_string(r.threads) + ", reason='" + r.reason + "')";
+               ", threads=" + std::to_string(r.threads) + ", compute_path='" + r.compute_path +
+               "', reason='" + r.reason + "')";
       });
 }
 
@@ -215,7 +218,7 @@ void register_attention(py::module_& m) {
   m.def("options", &make_options, py::arg("variant"), py::arg("causal"), py::arg("key_lengths"),
         py::arg("scale"), py::arg("params"), py::arg("threads"), py::arg("profile"),
         py::arg("max_error"), py::arg("rope"), py::arg("alibi"), py::arg("rotations"),
-        py::keep_alive<0, 11>());
+        py::arg("fp32_precision"), py::keep_alive<0, 11>());
   m.def("variant_parameters", &variant_parameters);
   m.def(
       "lsh_random_rotations",

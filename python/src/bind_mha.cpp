@@ -113,6 +113,7 @@ void register_mha(py::module_& m) {
              c.sinusoidal_positions = sinusoidal_positions;
              c.rope = options.rope;
              c.alibi = options.alibi;
+             c.fp32_precision = options.fp32_precision;
              return std::make_unique<PyMha>(c);
            }),
            py::arg("d_model"), py::arg("num_heads"), py::arg("num_kv_heads"), py::arg("bias"),

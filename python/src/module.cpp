@@ -69,6 +69,10 @@ void register_errors(py::module_& m) {
   });
   m.def("simd_target", &simd_target,
         "The SIMD target the kernels dispatch to on this CPU, e.g. 'highway:AVX3'.");
+  m.def("bf16_compute_path", [] {
+    const ComputePathChoice c = bf16_compute_path();
+    return py::make_tuple(c.path, c.reason);
+  });
 }
 
 }  // namespace seqattn::python

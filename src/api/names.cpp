@@ -70,6 +70,24 @@ FeatureMap parse_feature_map(std::string_view name, std::string_view argument) {
               quoted(name));
 }
 
+std::string_view to_string(Fp32Precision p) {
+  switch (p) {
+    case Fp32Precision::kIeee:
+      return "ieee";
+    case Fp32Precision::kBf16:
+      return "bf16";
+  }
+  return "unknown";
+}
+
+Fp32Precision parse_fp32_precision(std::string_view name, std::string_view argument) {
+  for (Fp32Precision p : {Fp32Precision::kIeee, Fp32Precision::kBf16}) {
+    if (name == to_string(p)) return p;
+  }
+  throw Error(ErrorKind::kInvalidArgument, std::string(argument), "one of ieee, bf16",
+              quoted(name));
+}
+
 Variant variant_of(const VariantSpec& spec) {
   return static_cast<Variant>(spec.index());  // VariantSpec lists the alternatives in enum order
 }

@@ -10,6 +10,7 @@
 #include "seqattn/error.hpp"
 #include "src/api/kv_cache_access.hpp"
 #include "src/api/plan_state.hpp"
+#include "src/kernel/compute_path.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/staging.hpp"
 #include "src/runtime/threads.hpp"
@@ -56,7 +57,7 @@ void plan_cache_path(detail::PlanState& st) {
 }
 
 RunRecord record_of(const detail::PlanState& st, const detail::Cost& cost, int threads,
-                    Clock::time_point start) {
+                    Clock::time_point start, detail::ComputePath path) {
   RunRecord record;
   record.variant = st.id;
   record.reason = st.reason;
@@ -64,6 +65,7 @@ RunRecord record_of(const detail::PlanState& st, const detail::Cost& cost, int t
   record.bytes = cost.bytes;
   record.threads = detail::team_here(threads);
   record.simd_target = simd_target();
+  record.compute_path = std::string(detail::to_string(path));
   record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return record;
 }
@@ -125,9 +127,22 @@ float* cache_workspace(const detail::PlanState& st, std::span<std::byte> workspa
   return ws;
 }
 
+// Operands are bf16 when each is a bf16 tensor or an f32 one that fp32_precision rounds.
+bool bf16_operands(const detail::PlanState& st, std::initializer_list<DType> inputs) {
+  const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;
+  return std::all_of(inputs.begin(), inputs.end(),
+                     [&](DType t) { return t == DType::kBF16 || (t == DType::kF32 && rounds); });
+}
+
+// The path for this run's operands, chosen before anything is written (an Error for a forced
+// path that cannot run). Only the widening path is built so far: compute_path.cpp.
+detail::ComputePath path_for(bool bf16) {
+  return bf16 ? detail::bf16_path_here().path : detail::ComputePath::kFp32;
+}
+
 RunRecord run_f32(const detail::PlanState& st, const ConstTensor& q, const ConstTensor& k,
                   const ConstTensor& v, const Tensor& out, const RunOutputs& outputs,
-                  Clock::time_point start) {
+                  Clock::time_point start, detail::ComputePath path) {
   const detail::Problem p = detail::bind_problem(st.planned, q, k, v, out, outputs);
   // The variant's limits on per-call outputs (weights, lse) are known only now.
   if (p.weights || p.lse) st.impl->check(p, st.spec);
@@ -135,7 +150,7 @@ RunRecord run_f32(const detail::PlanState& st, const ConstTensor& q, const Const
   // then only read them (std::bad_alloc inside an OpenMP region would terminate).
   if (const detail::RopeTables* rope = detail::rope_of(p.positional.get())) rope->rows();
   st.prepared->run(p);
-  return record_of(st, st.cost, p.threads, start);
+  return record_of(st, st.cost, p.threads, start, path);
 }
 
 }  // namespace
@@ -145,16 +160,18 @@ RunRecord AttentionPlan::run(const AnyConstTensor& q, const AnyConstTensor& k,
                              const RunOutputs& outputs) const {
   const Clock::time_point start = Clock::now();
   const detail::PlanState& st = *state_;
-  if (all_f32({q.dtype, k.dtype, v.dtype, out.dtype})) {
-    return run_f32(st, q.as<float>(), k.as<float>(), v.as<float>(), out.as<float>(), outputs,
-                   start);
+  const detail::ComputePath path = path_for(bf16_operands(st, {q.dtype, k.dtype, v.dtype}));
+  const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;
+  if (!rounds && all_f32({q.dtype, k.dtype, v.dtype, out.dtype})) {
+    return run_f32(st, q.as<float>(), k.as<float>(), v.as<float>(), out.as<float>(), outputs, start,
+                   path);
   }
   detail::F32Staging staging;
-  const ConstTensor q32 = staging.input("q", q, st.planned.q.shape);
-  const ConstTensor k32 = staging.input("k", k, st.planned.k.shape);
-  const ConstTensor v32 = staging.input("v", v, st.planned.v.shape);
+  const ConstTensor q32 = staging.input("q", q, st.planned.q.shape, rounds);
+  const ConstTensor k32 = staging.input("k", k, st.planned.k.shape, rounds);
+  const ConstTensor v32 = staging.input("v", v, st.planned.v.shape, rounds);
   const Tensor out32 = staging.output(out, st.planned.out.shape, outputs);
-  const RunRecord record = run_f32(st, q32, k32, v32, out32, outputs, start);
+  const RunRecord record = run_f32(st, q32, k32, v32, out32, outputs, start, path);
   staging.finish();
   return record;
 }
@@ -164,12 +181,17 @@ RunRecord AttentionPlan::run(const AnyConstTensor& q, const KvCache& cache, cons
   const Clock::time_point start = Clock::now();
   const detail::PlanState& st = *state_;
   detail::check_cache_run(st, cache, outputs);
-  // Half q or out: checked against the caller's views, then staged in fp32 (staging.hpp).
+  // The cache's K/V are never rounded: they are bf16 operands only in a bf16 cache.
+  const detail::ComputePath path =
+      path_for(bf16_operands(st, {q.dtype}) && cache.shape().dtype == DType::kBF16);
+  // Half q or out (or q rounded by fp32_precision): checked against the caller's views, then
+  // staged in fp32 (staging.hpp). The cache is read in its own dtype.
+  const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;
   detail::F32Staging staging;
   ConstTensor q32 = q.as<float>();
   Tensor out32 = out.as<float>();
-  if (!all_f32({q.dtype, out.dtype})) {
-    q32 = staging.input("q", q, st.planned.q.shape);
+  if (rounds || !all_f32({q.dtype, out.dtype})) {
+    q32 = staging.input("q", q, st.planned.q.shape, rounds);
     out32 = staging.output(out, st.planned.out.shape, outputs);
   }
   const detail::ByteRange q_range = detail::bind_view("q", q32, st.planned.q.shape);
@@ -182,7 +204,7 @@ RunRecord AttentionPlan::run(const AnyConstTensor& q, const KvCache& cache, cons
       detail::cache_problem(st, p, detail::KvCacheAccess::packed(cache));
   detail::cache_attention(cp, ws);
   staging.finish();
-  return record_of(st, detail::cache_cost(cp), detail::cache_team(cp), start);
+  return record_of(st, detail::cache_cost(cp), detail::cache_team(cp), start, path);
 }
 
 RunRecord attend(const AnyConstTensor& q, const AnyConstTensor& k, const AnyConstTensor& v,

@@ -23,6 +23,7 @@ struct BenchFlags {
   std::int64_t seq_q = 0;     // with --seq-q: new queries over a KvCache of S_k = --seq tokens
   std::string dtype = "f32";  // q and out (and k/v unless --kv-dtype)
   std::string kv_dtype;       // k/v, or the KvCache's dtype with --seq-q; default --dtype
+  std::string fp32_precision = "ieee";
   bool causal = false;
   int threads = 0;
   int repeat = 5;
@@ -100,6 +101,7 @@ void bench(BenchFlags f) {
   apply_positional(f.positional, options);
   options.mask.causal = f.causal;
   options.threads = f.threads;
+  options.fp32_precision = parse_fp32_precision(f.fp32_precision, "--fp32-precision");
 
   if (f.ring) {
     if (f.seq_opt->count() == 0 || f.sweep || f.seq_q_opt->count() > 0 ||
@@ -120,22 +122,24 @@ void bench(BenchFlags f) {
     if (f.seq_q_opt->count() > 0) {
       std::printf(
           "%s over a %s KV cache  B=%lld H=%lld H_kv=%lld S_q=%lld S_k=%lld D=%lld: median %.3f "
-          "ms, K+V %.2f GB/s, %.2f GFLOP/s (%d threads, %s)\n",
+          "ms, K+V %.2f GB/s, %.2f GFLOP/s (%d threads, %s, %s compute)\n",
           std::string(to_string(t.record.variant)).c_str(),
           std::string(to_string(f.shape.kv_dtype)).c_str(), static_cast<long long>(f.shape.batch),
           static_cast<long long>(f.shape.heads), static_cast<long long>(f.shape.kv_heads),
           static_cast<long long>(f.seq_q), static_cast<long long>(f.shape.seq),
           static_cast<long long>(f.shape.dim), t.median_seconds * 1e3,
           kv_bytes(f.shape) / t.median_seconds * 1e-9, t.gflops(), t.record.threads,
-          t.record.simd_target.c_str());
+          t.record.simd_target.c_str(), t.record.compute_path.c_str());
       return;
     }
     std::printf(
-        "%s %s  B=%lld H=%lld S=%lld D=%lld: median %.3f ms, %.2f GFLOP/s (%d threads, %s)\n",
+        "%s %s  B=%lld H=%lld S=%lld D=%lld: median %.3f ms, %.2f GFLOP/s (%d threads, %s, %s "
+        "compute)\n",
         std::string(to_string(t.record.variant)).c_str(), dtypes.c_str(),
         static_cast<long long>(f.shape.batch), static_cast<long long>(f.shape.heads),
         static_cast<long long>(f.shape.seq), static_cast<long long>(f.shape.dim),
-        t.median_seconds * 1e3, t.gflops(), t.record.threads, t.record.simd_target.c_str());
+        t.median_seconds * 1e3, t.gflops(), t.record.threads, t.record.simd_target.c_str(),
+        t.record.compute_path.c_str());
     return;
   }
 
@@ -186,6 +190,7 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--kv-dtype", flags->kv_dtype,
                   "element type of k and v, or of the KV cache with --seq-q (default --dtype)");
+  add_fp32_precision_flag(*cmd, flags->fp32_precision);
   cmd->add_flag("--causal", flags->causal, "causal mask");
   cmd->add_option("--threads", flags->threads, "threads (0 = all cores)")->capture_default_str();
   cmd->add_option("--repeat", flags->repeat, "timed runs (median reported)")->capture_default_str();

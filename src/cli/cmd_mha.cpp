@@ -23,6 +23,7 @@ struct MhaFlags {
   bool causal = false;
   std::string key_lengths;
   int threads = 0;
+  std::string fp32_precision = "ieee";
   bool json = false;
   VariantFlags variant;
 };
@@ -75,6 +76,7 @@ MultiHeadAttention make_layer(const MhaFlags& f, std::int64_t d_model) {
   config.output_projection = !f.wo.empty();
   config.variant = make_spec(f.variant);
   config.threads = f.threads;
+  config.fp32_precision = parse_fp32_precision(f.fp32_precision, "--fp32-precision");
   MultiHeadAttention layer(config);
   set_projection(layer, Projection::kQuery, f.wq, "--wq");
   set_projection(layer, Projection::kKey, f.wk, "--wk");
@@ -96,6 +98,7 @@ void print_record(const MhaRecord& record, bool json) {
     j["attention_ms"] = record.attention_seconds * 1e3;
     j["total_ms"] = record.total_seconds * 1e3;
     j["projection_flops"] = record.projection_flops;
+    j["projection_path"] = record.projection_path;
     std::cout << j.dump(2) << std::endl;
     return;
   }
@@ -165,6 +168,7 @@ void add_mha_command(CLI::App& app) {
   cmd->add_flag("--causal", flags->causal, "causal mask");
   cmd->add_option("--key-lengths", flags->key_lengths, "valid keys per batch, e.g. 5,3");
   cmd->add_option("--threads", flags->threads, "threads (0 = all cores)")->capture_default_str();
+  add_fp32_precision_flag(*cmd, flags->fp32_precision);
   cmd->add_flag("--json", flags->json, "print the record as JSON on stdout");
   add_variant_flags(*cmd, flags->variant);
   cmd->callback([flags] { run_mha(*flags); });

@@ -316,8 +316,9 @@ DecodeReport run_decode(const ReportConfig& c) {
   return d;
 }
 
-// Dense with q, k, v and out in f32, bf16 and f16 at a few lengths and every thread count;
-// each half output is compared with the f32 output of the same (unrounded) random inputs.
+// Dense with q, k, v and out in f32, bf16 and f16, and f32 under fp32_precision = bf16, at a few
+// lengths and every thread count; each output is compared with the f32 output of the same
+// (unrounded) random inputs.
 HalfReport run_half(const ReportConfig& c) {
   const auto start = std::chrono::steady_clock::now();
   HalfReport r;
@@ -328,7 +329,9 @@ HalfReport run_half(const ReportConfig& c) {
     for (const int threads : c.threads_list) {
       options.threads = threads;
       std::vector<float> f32_out;
-      for (const DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (const int row : {0, 1, 2, 3}) {
+        const DType dtype = row == 1 ? DType::kBF16 : row == 2 ? DType::kF16 : DType::kF32;
+        options.fp32_precision = row == 3 ? Fp32Precision::kBf16 : Fp32Precision::kIeee;
         Shape s = c.shape;
         s.seq = seq;
         s.dtype = s.kv_dtype = dtype;
@@ -337,22 +340,26 @@ HalfReport run_half(const ReportConfig& c) {
         const Timing t = time_attend(w, options, 0, timed_runs(warm.median_seconds, 5));
         HalfPoint p{seq,
                     dtype,
+                    row == 3,
                     threads,
                     t.median_seconds,
                     static_cast<int>(t.seconds.size()),
                     t.record.flops,
                     0,
-                    t.record.simd_target};
-        if (dtype == DType::kF32) {
+                    t.record.simd_target,
+                    t.record.compute_path};
+        if (row == 0) {
           f32_out = w.out;
         } else {
           p.error_vs_f32 = relative_error(w.out_values(), f32_out);
         }
         r.points.push_back(p);
         char line[200];
-        std::snprintf(line, sizeof line, "report dense %-4s S=%-6lld %d thr  %s  %.1f GFLOP/s",
-                      std::string(to_string(dtype)).c_str(), static_cast<long long>(seq), threads,
-                      format_seconds(p.median_seconds).c_str(), p.gflops());
+        std::snprintf(
+            line, sizeof line, "report dense %-4s%s S=%-6lld %d thr  %s  %.1f GFLOP/s, %s",
+            std::string(to_string(dtype)).c_str(), row == 3 ? " (fp32_precision=bf16)" : "",
+            static_cast<long long>(seq), threads, format_seconds(p.median_seconds).c_str(),
+            p.gflops(), p.compute_path.c_str());
         std::cerr << line << "\n";
       }
     }

@@ -25,6 +25,7 @@ struct RunFlags {
   CLI::Option* scale_opt = nullptr;
   int threads = 0;
   std::string layout = "bhsd";
+  std::string fp32_precision = "ieee";
   std::string dtype;  // of out; empty: q's. "bf16" also reads '<u2' inputs as bfloat16 bits
   bool json = false;
   VariantFlags variant;
@@ -111,6 +112,7 @@ void run(const RunFlags& f) {
     options.mask.key_lengths = parse_int_list(f.key_lengths, "--key-lengths");
   if (f.scale_opt->count() > 0) options.scale = f.scale;
   options.threads = f.threads;
+  options.fp32_precision = parse_fp32_precision(f.fp32_precision, "--fp32-precision");
 
   const bool bf16 = f.dtype == "bf16";
   if (!f.dtype.empty()) parse_dtype(f.dtype, "--dtype");
@@ -177,6 +179,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--dtype", flags->dtype,
                   "dtype of --out: f32, bf16 or f16 (default q's); bf16 also reads '<u2' inputs "
                   "as raw bfloat16 bits and writes --out as '<u2'");
+  add_fp32_precision_flag(*cmd, flags->fp32_precision);
   cmd->add_flag("--json", flags->json, "print the run record as JSON on stdout");
   add_variant_flags(*cmd, flags->variant);
   add_positional_flags(*cmd, flags->positional);
@@ -195,14 +198,22 @@ nlohmann::json record_json(const RunRecord& r) {
           {"flops", r.flops},
           {"bytes", r.bytes},
           {"threads", r.threads},
-          {"simd_target", r.simd_target}};
+          {"simd_target", r.simd_target},
+          {"compute_path", r.compute_path}};
+}
+
+void add_fp32_precision_flag(CLI::App& cmd, std::string& value) {
+  cmd.add_option("--fp32-precision", value,
+                 "ieee (exact fp32) or bf16 (round f32 q/k/v to bf16 and run the bf16 compute "
+                 "path)")
+      ->capture_default_str();
 }
 
 std::string record_line(const RunRecord& r) {
-  char text[160];
-  std::snprintf(text, sizeof text, "%.3f ms, %.2f GFLOP/s, %d thread%s, %s", r.seconds * 1e3,
-                r.seconds > 0 ? r.flops / r.seconds * 1e-9 : 0.0, r.threads,
-                r.threads == 1 ? "" : "s", r.simd_target.c_str());
+  char text[200];
+  std::snprintf(text, sizeof text, "%.3f ms, %.2f GFLOP/s, %d thread%s, %s, %s compute",
+                r.seconds * 1e3, r.seconds > 0 ? r.flops / r.seconds * 1e-9 : 0.0, r.threads,
+                r.threads == 1 ? "" : "s", r.simd_target.c_str(), r.compute_path.c_str());
   return std::string(to_string(r.variant)) + " (" + r.reason + "): " + text;
 }
 

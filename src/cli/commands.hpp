@@ -20,10 +20,15 @@ void add_calibrate_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_mha_command(CLI::App& app);
 
-// The run record as JSON (variant, reason, ms, gflops, flops, bytes, threads, simd_target).
+// The run record as JSON (variant, reason, ms, gflops, flops, bytes, threads, simd_target,
+// compute_path).
 nlohmann::json record_json(const RunRecord& record);
-// One line: "dense (requested explicitly): 1.23 ms, 45.6 GFLOP/s, 2 threads, highway:AVX3".
+// One line: "dense (requested explicitly): 1.23 ms, 45.6 GFLOP/s, 2 threads, highway:AVX3,
+// fp32 compute".
 std::string record_line(const RunRecord& record);
+
+// --fp32-precision ieee|bf16 on run, bench and mha (parsed by parse_fp32_precision).
+void add_fp32_precision_flag(CLI::App& cmd, std::string& value);
 
 // A JSON number, or null for NaN/inf (JSON has no such numbers).
 nlohmann::json number_or_null(double value);

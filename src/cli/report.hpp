@@ -91,12 +91,14 @@ struct DecodeReport {
 struct HalfPoint {
   std::int64_t seq = 0;
   DType dtype = DType::kF32;
+  bool bf16_precision = false;  // f32 tensors under --fp32-precision bf16
   int threads = 1;
   double median_seconds = 0;
   int runs = 0;
   double flops = 0;
   double error_vs_f32 = 0;
   std::string simd_target;
+  std::string compute_path;  // RunRecord::compute_path
 
   double gflops() const { return median_seconds > 0 ? flops / median_seconds * 1e-9 : 0; }
 };

@@ -267,27 +267,37 @@ void decode_table(std::ostream& md, const DecodeReport& d) {
   md << "\n";
 }
 
-// Dense in f32, bf16 and f16 at the same lengths: GFLOP/s, the ratio to f32, and the error.
+// The row's operands: "f32", "bf16", "f16" or "f32, fp32_precision=bf16".
+std::string half_label(const HalfPoint& p) {
+  const std::string dtype(to_string(p.dtype));
+  return p.bf16_precision ? dtype + ", fp32_precision=bf16" : dtype;
+}
+
+// Dense in f32, bf16 and f16 (and f32 rounded to bf16 by fp32_precision) at the same lengths:
+// GFLOP/s, the ratio to f32, the compute path and the error.
 void half_table(std::ostream& md, const HalfReport& h) {
-  md << "\n## Half precision (dense)\n\nq, k, v and out all f32, bf16 or f16 (B=" << h.shape.batch
-     << ", H=" << h.shape.heads << ", D=" << h.shape.dim
-     << ", non-causal). The kernel computes in fp32 on exactly widened inputs (see "
-        "docs/architecture.md, Half precision); the error is max |out - out_f32| / max |out_f32| "
-        "against the f32 run on the unrounded inputs, so it includes the rounding of q, k, v and "
-        "out. Took "
+  md << "\n## Half precision and the bf16 compute path (dense)\n\nq, k, v and out all f32, bf16 "
+        "or f16, and f32 under fp32_precision = bf16 (B="
+     << h.shape.batch << ", H=" << h.shape.heads << ", D=" << h.shape.dim
+     << ", non-causal). The compute path column is RunRecord::compute_path: `fp32` computes in "
+        "fp32 on exactly widened inputs; `amx-bf16` and `avx512-bf16` are the bf16 products where "
+        "the CPU and the build have them (docs/architecture.md, Compute paths). The error is "
+        "max |out - out_f32| / max |out_f32| against the f32 run on the unrounded inputs, so it "
+        "includes the rounding of q, k, v and out. Took "
      << fixed(h.elapsed_seconds, 1) << " s.\n\n"
-     << "| S | dtype | threads | median | GFLOP/s | vs f32 | error vs f32 |\n"
-     << "|---:|---|---:|---:|---:|---:|---:|\n";
+     << "| S | operands | threads | compute path | median | GFLOP/s | vs f32 | error vs f32 |\n"
+     << "|---:|---|---:|---|---:|---:|---:|---:|\n";
   for (const HalfPoint& p : h.points) {
     double f32_gflops = 0;
     for (const HalfPoint& q : h.points) {
-      if (q.seq == p.seq && q.threads == p.threads && q.dtype == DType::kF32)
+      if (q.seq == p.seq && q.threads == p.threads && q.dtype == DType::kF32 && !q.bf16_precision)
         f32_gflops = q.gflops();
     }
-    md << "| " << p.seq << " | " << to_string(p.dtype) << " | " << p.threads << " | "
-       << format_seconds(p.median_seconds) << " | " << fixed(p.gflops(), 1) << " | "
+    const bool exact = p.dtype == DType::kF32 && !p.bf16_precision;
+    md << "| " << p.seq << " | " << half_label(p) << " | " << p.threads << " | " << p.compute_path
+       << " | " << format_seconds(p.median_seconds) << " | " << fixed(p.gflops(), 1) << " | "
        << (f32_gflops > 0 ? fixed(p.gflops() / f32_gflops, 2) + "x" : std::string("-")) << " | "
-       << (p.dtype == DType::kF32 ? std::string("-") : sci(p.error_vs_f32)) << " |\n";
+       << (exact ? std::string("-") : sci(p.error_vs_f32)) << " |\n";
   }
 }
 
@@ -457,14 +467,16 @@ nlohmann::json decode_json(const DecodeReport& d) {
 nlohmann::json half_json(const HalfReport& h) {
   nlohmann::json rows = nlohmann::json::array();
   for (const HalfPoint& p : h.points) {
+    const bool exact = p.dtype == DType::kF32 && !p.bf16_precision;
     rows.push_back({{"seq", p.seq},
                     {"dtype", std::string(to_string(p.dtype))},
+                    {"fp32_precision", p.bf16_precision ? "bf16" : "ieee"},
+                    {"compute_path", p.compute_path},
                     {"threads", p.threads},
                     {"median_ms", p.median_seconds * 1e3},
                     {"runs", p.runs},
                     {"gflops", number_or_null(p.gflops())},
-                    {"error_vs_f32",
-                     p.dtype == DType::kF32 ? nlohmann::json() : number_or_null(p.error_vs_f32)},
+                    {"error_vs_f32", exact ? nlohmann::json() : number_or_null(p.error_vs_f32)},
                     {"simd_target", p.simd_target}});
   }
   return {{"variant", "dense"},

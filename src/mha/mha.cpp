@@ -64,6 +64,11 @@ MultiHeadAttention::MultiHeadAttention(const MhaConfig& config) : impl_(std::mak
                  "num_heads / num_kv_heads query heads");
   }
   detail::resolve_threads(config.threads, "config.threads");  // negative: Error
+  if (config.fp32_precision != Fp32Precision::kIeee &&
+      config.fp32_precision != Fp32Precision::kBf16) {
+    detail::fail("config.fp32_precision", "Fp32Precision::kIeee or ::kBf16",
+                 "the value " + str(static_cast<std::int64_t>(config.fp32_precision)));
+  }
   Impl& m = *impl_;
   m.config = config;
   m.d_k = config.d_model / config.num_heads;

@@ -222,6 +222,7 @@ MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
   options.threads = threads;
   options.rope = m.config.rope;
   options.alibi = m.config.alibi;
+  options.fp32_precision = m.config.fp32_precision;
   record.attention = attend(qv, kvw, vv, ov, options);
   const auto attn_stop = Clock::now();
 

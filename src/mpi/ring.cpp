@@ -102,6 +102,7 @@ void Ring::attend_block(std::int64_t i0, std::int64_t i1, const KvBlock& block, 
   o.mask.causal = causal;
   o.scale = options.scale;
   o.threads = options.threads;
+  o.fp32_precision = options.fp32_precision;  // rounding is idempotent: per block is the same
   if (!options.mask.key_lengths.empty()) {
     Pieces attended;
     for (std::int64_t skipped = 0; const auto& p : block.pieces) {  // rows [j0, j1) only

@@ -74,12 +74,17 @@ void narrow_into(const ConstTensor& src, const AnyTensor& dst) {
 }
 
 ConstTensor F32Staging::input(const std::string& name, const AnyConstTensor& view,
-                              const std::array<std::int64_t, 4>& planned) {
+                              const std::array<std::int64_t, 4>& planned, bool round_f32_to_bf16) {
   ranges_.emplace_back(name, bind_any(name, view, planned));
-  if (view.dtype == DType::kF32) return view.as<float>();
+  const bool rounds = round_f32_to_bf16 && view.dtype == DType::kF32;
+  if (view.dtype == DType::kF32 && !rounds) return view.as<float>();
   const auto& n = view.shape;
   float* copy = allocate(name, n);
   widen_to(view, copy);
+  if (rounds) {
+    const std::int64_t count = n[0] * n[1] * n[2] * n[3];  // checked by allocate()
+    for (std::int64_t i = 0; i < count; ++i) copy[i] = static_cast<float>(bfloat16(copy[i]));
+  }
   return bhsd<const float>(copy, n[0], n[1], n[2], n[3]);
 }
 

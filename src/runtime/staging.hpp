@@ -31,9 +31,10 @@ void narrow_into(const ConstTensor& src, const AnyTensor& dst);
 class F32Staging {
  public:
   // Checks `view` and returns an fp32 view of it: the view itself when it is f32, otherwise a
-  // widened contiguous copy owned by this object.
+  // widened contiguous copy owned by this object. round_f32_to_bf16 (Fp32Precision::kBf16):
+  // an f32 view is copied with every value rounded to bf16 (nearest even; NaN stays NaN).
   ConstTensor input(const std::string& name, const AnyConstTensor& view,
-                    const std::array<std::int64_t, 4>& planned);
+                    const std::array<std::int64_t, 4>& planned, bool round_f32_to_bf16 = false);
   // Checks out (shape, self-overlap, disjoint from the inputs) and the per-call fp32 outputs
   // (disjoint from the caller's inputs), and returns where the kernel writes out: the view
   // itself when f32, otherwise a staging buffer that finish() rounds into it.

@@ -211,6 +211,11 @@ Problem plan_problem(const AttentionShape& shape, const AttentionOptions& option
     p.scale = 1.0f / std::sqrt(static_cast<float>(p.dim()));
   }
   p.threads = resolve_threads(options.threads, "threads");
+  if (options.fp32_precision != Fp32Precision::kIeee &&
+      options.fp32_precision != Fp32Precision::kBf16) {
+    fail("fp32_precision", "Fp32Precision::kIeee or ::kBf16",
+         "the value " + str(static_cast<std::int64_t>(options.fp32_precision)));
+  }
   p.positional = make_positional(options, p);
   return p;
 }

@@ -275,6 +275,46 @@ TEST_F(CliTest, MhaReproducesTheDocumentExample) {
   EXPECT_FALSE(exists("o3.npy"));
 }
 
+// --fp32-precision on run, bench and mha: bf16 rounds fp32 q/k/v (here the values of three
+// tokens, 1.1 and 0.3 of which are not bf16 numbers) and the record names the compute path.
+TEST_F(CliTest, Fp32PrecisionRoundsAndTheRecordNamesThePath) {
+  save("q.npy", {3, 2}, {1.1f, 0.3f, -0.7f, 1.0f, 0.5f, 2.0f});
+  save("k.npy", {3, 2}, {0.3f, 1.1f, 1.0f, -1.3f, 0.1f, 0.25f});
+  save("v.npy", {3, 2}, {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f});
+  save("qr.npy", {3, 2}, {1.1015625f, 0.30078125f, -0.69921875f, 1.0f, 0.5f, 2.0f});
+  save("kr.npy", {3, 2}, {0.30078125f, 1.1015625f, 1.0f, -1.296875f, 0.10009765625f, 0.25f});
+  const std::string kv = " --v " + path("v.npy");
+  Result r = run("run --json --fp32-precision bf16 --q " + path("q.npy") + " --k " + path("k.npy") +
+                 kv + " --out " + path("o_bf16.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["compute_path"], bf16_compute_path().path) << r.out;
+  r = run("run --json --q " + path("qr.npy") + " --k " + path("kr.npy") + kv + " --out " +
+          path("o_rounded.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["compute_path"], "fp32") << r.out;
+  const npy::Array got = npy::load(path("o_bf16.npy"), "got");
+  const npy::Array want = npy::load(path("o_rounded.npy"), "want");
+  EXPECT_EQ(got.data, want.data);
+
+  r = run("run --fp32-precision tf32 --q " + path("q.npy") + " --k " + path("k.npy") + kv +
+          " --out " + path("o_bad.npy"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'--fp32-precision'"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists("o_bad.npy"));
+
+  r = run("bench --json --fp32-precision bf16 --heads 2 --seq 40 --dim 16 --repeat 1 --warmup 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["compute_path"], bf16_compute_path().path) << r.out;
+  save("w.npy", {2, 2}, {1.1f, 0.3f, -0.7f, 1.0f});
+  r = run("mha --json --fp32-precision bf16 --x " + path("q.npy") + " --wq " + path("w.npy") +
+          " --wk " + path("w.npy") + " --wv " + path("w.npy") + " --heads 1 --out " +
+          path("o_mha.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["compute_path"], bf16_compute_path().path) << r.out;
+  EXPECT_EQ(j["projection_path"], "fp32") << r.out;
+}
+
 TEST_F(CliTest, BenchJsonHasTheKeys) {
   const Result r =
       run("bench --json --batch 1 --heads 2 --kv-heads 1 --seq 32 --dim 16 "
@@ -522,7 +562,8 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   }
   ASSERT_TRUE(j.contains("half_precision"));
   const nlohmann::json& half = j["half_precision"]["points"];
-  ASSERT_EQ(half.size(), 6u);  // S = 1024, 4096 × f32, bf16, f16 at 1 thread
+  // S = 1024, 4096 × f32, bf16, f16, f32 under fp32_precision = bf16, at 1 thread
+  ASSERT_EQ(half.size(), 8u);
   const nlohmann::json& hp = j["half_precision"];
   for (const auto& p : half) {
     // Dense, non-causal, D_v = D: 4·B·H·S²·D FLOPs over the median time.
@@ -534,9 +575,11 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
     EXPECT_NEAR(p["gflops"].get<double>(), flops / median_seconds * 1e-9,
                 1e-12 * p["gflops"].get<double>())
         << p;
-    if (p["dtype"] == "f32") continue;
+    const bool bf16 = p["dtype"] == "bf16" || p["fp32_precision"] == "bf16";
+    EXPECT_EQ(p["compute_path"], bf16 ? bf16_compute_path().path : "fp32") << p;
+    if (p["dtype"] == "f32" && !bf16) continue;
     // The end-to-end error of bf16/f16 inputs and output against the f32 run.
-    EXPECT_LT(p["error_vs_f32"].get<double>(), p["dtype"] == "bf16" ? 1e-2 : 2e-3) << p;
+    EXPECT_LT(p["error_vs_f32"].get<double>(), bf16 ? 1e-2 : 2e-3) << p;
   }
   ASSERT_EQ(decode["bandwidth"].size(), 4u);  // cache-resident and DRAM at 1 and 2 threads
   for (const auto& b : decode["bandwidth"]) EXPECT_GT(b["gbps"].get<double>(), 0.0);
@@ -545,7 +588,8 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   EXPECT_NE(md.find("O(N^"), std::string::npos) << md;
   EXPECT_NE(md.find("Decode against a KV cache"), std::string::npos) << md;
   EXPECT_NE(md.find("| 512 | bf16 | 1 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("Half precision (dense)"), std::string::npos) << md;
+  EXPECT_NE(md.find("Half precision and the bf16 compute path (dense)"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1024 | f32, fp32_precision=bf16 | 1 |"), std::string::npos) << md;
   EXPECT_NE(md.find("### decaying"), std::string::npos) << md;
   const std::string png = read(path("report/scaling.png"));
   ASSERT_GE(png.size(), 8u);

@@ -259,6 +259,32 @@ TEST(Mha, RecordSplitsTheTime) {
   EXPECT_GE(r.total_seconds, r.projection_seconds + r.attention_seconds);
 }
 
+// fp32_precision = bf16 rounds the projected q, k, v before the attention (within bf16's
+// error of the exact layer, but not equal to it); the projections stay fp32 and say so.
+TEST(Mha, Fp32PrecisionBf16RoundsTheAttentionOperands) {
+  const LayerWeights w = random_weights(64, 64, true, 91);
+  const std::vector<float> x = uniform(2 * 33 * 64, 5, 1.0f);
+  std::vector<std::vector<float>> results;
+  for (const Fp32Precision precision : {Fp32Precision::kIeee, Fp32Precision::kBf16}) {
+    MhaConfig config;
+    config.d_model = 64;
+    config.num_heads = 4;
+    config.bias = true;
+    config.fp32_precision = precision;
+    MultiHeadAttention layer = make_layer(config, w);
+    std::vector<float> out(x.size());
+    const MhaRecord r = layer.forward(sequence(x, 2, 33, 64), sequence(out, 2, 33, 64));
+    EXPECT_EQ(r.projection_path, "fp32");
+    EXPECT_EQ(r.attention.compute_path,
+              precision == Fp32Precision::kBf16 ? bf16_compute_path().path : "fp32");
+    results.push_back(out);
+  }
+  EXPECT_NE(results[0], results[1]);
+  EXPECT_LE(reference::max_relative_error(
+                results[1], std::vector<double>(results[0].begin(), results[0].end())),
+            1e-2);
+}
+
 }  // namespace
 }  // namespace seqattn::testing
 

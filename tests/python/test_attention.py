@@ -64,6 +64,27 @@ def test_torch_in_torch_out_and_record(rng):
     assert rec.reason and rec.simd_target == seqattn.simd_target()
 
 
+def test_fp32_precision_bf16_equals_the_run_on_bf16_rounded_inputs(rng):
+    q, k, v = (torch.from_numpy(randn(rng, 2, 4, 19, 24)) for _ in range(3))
+    rounded = [t.bfloat16().float() for t in (q, k, v)]
+    want, rec_ieee = seqattn.attention(*rounded, causal=True, return_record=True)
+    got, rec = seqattn.attention(q, k, v, causal=True, fp32_precision="bf16", return_record=True)
+    assert torch.equal(got, want)
+    assert rec.compute_path == seqattn.bf16_compute_path()[0]
+    assert rec_ieee.compute_path == "fp32" and "compute_path='fp32'" in repr(rec_ieee)
+    exact = seqattn.attention(q, k, v, causal=True)  # the default is exact fp32
+    assert not torch.equal(exact, want)
+    path, reason = seqattn.bf16_compute_path()
+    assert path in ("fp32", "amx-bf16", "avx512-bf16") and reason
+    p = seqattn.plan(heads_q=4, seq_q=19, dim=24, seq_k=19, batch=2, heads_kv=4,
+                     fp32_precision="bf16", causal=True)
+    assert torch.equal(p.run(q, k, v), want)
+    with pytest.raises(seqattn.InvalidArgumentError, match="fp32_precision"):
+        seqattn.attention(q, k, v, fp32_precision="tf32")
+    with pytest.raises(seqattn.ArgumentTypeError, match="fp32_precision"):
+        seqattn.attention(q, k, v, fp32_precision=True)
+
+
 def test_select_and_simd_target():
     assert seqattn.select(100)[0] == "dense"
     assert seqattn.select(1000)[0] == "sliding-window"

@@ -1,0 +1,108 @@
+// The bf16 compute path: the CPU's features, the build's kernels and SEQATTN_COMPUTE_PATH.
+#include "src/kernel/compute_path.hpp"
+
+#include <cstdlib>
+
+#include "seqattn/attention.hpp"
+#include "seqattn/error.hpp"
+
+namespace seqattn::detail {
+namespace {
+
+constexpr const char* kEnv = "SEQATTN_COMPUTE_PATH";
+constexpr const char* kNames = "one of auto, fp32, amx-bf16, avx512-bf16";
+
+// Why the AMX path cannot run here ("" when it can). The permission is asked last, and only
+// when the kernels exist: a process that never runs them never asks.
+std::string why_not_amx(const CpuFeatures& cpu, AmxPermission (*ask_amx)(bool)) {
+  if (!(cpu.amx_tile && cpu.amx_bf16)) return "this CPU has no AMX (amx_tile, amx_bf16)";
+  if (!cpu.os_amx) return "the OS does not enable the AMX tile state (XCR0 bits 17-18)";
+  if (!path_built(ComputePath::kAmxBf16)) return "the AMX kernels are not built yet (issue 31)";
+  if (ask_amx(true) != AmxPermission::kGranted) {
+    return "Linux refused the AMX tile-data permission (arch_prctl ARCH_REQ_XCOMP_PERM)";
+  }
+  return {};
+}
+
+std::string why_not_avx512_bf16(const CpuFeatures& cpu) {
+  if (!(cpu.avx512_bf16 && cpu.avx512f)) return "this CPU has no AVX512-BF16";
+  if (!cpu.os_avx512) return "the OS does not enable the AVX-512 state";
+  if (!vdpbf16ps_pays(cpu)) {
+    return "vdpbf16ps runs below the fp32 FMA rate on " + cpu.describe() +
+           " (half of it on Sapphire Rapids)";
+  }
+  if (!path_built(ComputePath::kAvx512Bf16)) {
+    return "the vdpbf16ps kernels are not built yet (issue 31)";
+  }
+  return {};
+}
+
+[[noreturn]] void refuse(std::string_view forced, const std::string& why) {
+  const bool unbuilt = why.find("not built") != std::string::npos;
+  throw Error(unbuilt ? ErrorKind::kNotImplemented : ErrorKind::kUnsupported, kEnv,
+              "a compute path this CPU and build can run (fp32 always can)", std::string(forced),
+              why);
+}
+
+}  // namespace
+
+std::string_view to_string(ComputePath path) {
+  switch (path) {
+    case ComputePath::kFp32:
+      return "fp32";
+    case ComputePath::kAmxBf16:
+      return "amx-bf16";
+    case ComputePath::kAvx512Bf16:
+      return "avx512-bf16";
+  }
+  return "unknown";
+}
+
+// The bf16 micro-kernels join the flash kernel, the decode kernel and the GEMM together; until
+// then only the widening path runs (the tile layer in src/kernel/amx is tested on its own).
+bool path_built(ComputePath path) { return path == ComputePath::kFp32; }
+
+bool vdpbf16ps_pays(const CpuFeatures& cpu) {
+  // AMD family 25 with AVX512-BF16 is Zen 4 (Zen 3 lacks the flag); family 26 is Zen 5.
+  return cpu.vendor == CpuVendor::kAmd && cpu.avx512_bf16 && cpu.family >= 25;
+}
+
+PathChoice choose_bf16_path(const CpuFeatures& cpu, std::string_view forced,
+                            AmxPermission (*ask_amx)(bool cpu_has_amx)) {
+  if (forced == "fp32") return {ComputePath::kFp32, std::string("forced by ") + kEnv + "=fp32"};
+  if (forced == "amx-bf16") {
+    const std::string why = why_not_amx(cpu, ask_amx);
+    if (!why.empty()) refuse(forced, why);
+    return {ComputePath::kAmxBf16, std::string("forced by ") + kEnv + "=amx-bf16"};
+  }
+  if (forced == "avx512-bf16") {
+    const std::string why = why_not_avx512_bf16(cpu);
+    if (!why.empty()) refuse(forced, why);
+    return {ComputePath::kAvx512Bf16, std::string("forced by ") + kEnv + "=avx512-bf16"};
+  }
+  if (!forced.empty() && forced != "auto") {
+    throw Error(ErrorKind::kInvalidArgument, kEnv, kNames, "'" + std::string(forced) + "'");
+  }
+  const std::string no_amx = why_not_amx(cpu, ask_amx);
+  if (no_amx.empty()) return {ComputePath::kAmxBf16, "AMX tiles (" + cpu.describe() + ")"};
+  const std::string no_avx = why_not_avx512_bf16(cpu);
+  if (no_avx.empty()) return {ComputePath::kAvx512Bf16, "vdpbf16ps (" + cpu.describe() + ")"};
+  return {ComputePath::kFp32, "bf16 widened exactly to fp32: " + no_amx + "; " + no_avx};
+}
+
+PathChoice bf16_path_here() {
+  const char* forced = std::getenv(kEnv);
+  return choose_bf16_path(cpu_features(), forced == nullptr ? "" : forced,
+                          &amx::request_amx_permission);
+}
+
+}  // namespace seqattn::detail
+
+namespace seqattn {
+
+ComputePathChoice bf16_compute_path() {
+  const detail::PathChoice choice = detail::bf16_path_here();
+  return {std::string(detail::to_string(choice.path)), choice.reason};
+}
+
+}  // namespace seqattn

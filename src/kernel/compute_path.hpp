@@ -1,0 +1,44 @@
+// Which compute path bf16 operands take: AMX tiles, AVX512-BF16's vdpbf16ps, or the fp32
+// kernels over values widened exactly to fp32. Highway's run-time dispatch (simd_target())
+// picks the SIMD target; this layer picks the bf16 products, which no Highway 1.0.3 target
+// emits. docs/architecture.md, "Compute paths", has the rules and the rates behind them.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "src/kernel/amx/amx_permission.hpp"
+#include "src/runtime/cpu_features.hpp"
+
+namespace seqattn::detail {
+
+using amx::AmxPermission;
+
+enum class ComputePath { kFp32, kAmxBf16, kAvx512Bf16 };
+std::string_view to_string(ComputePath path);  // "fp32", "amx-bf16", "avx512-bf16"
+
+// Whether this build holds the path's kernels (fp32 always).
+bool path_built(ComputePath path);
+
+// Whether vdpbf16ps runs at least at the fp32 FMA rate on this CPU model, so that a bf16 dot
+// product pays over widening. By model, not by the AVX512_BF16 flag: AMD Zen 4 and Zen 5 run
+// it at twice the fp32 FMA rate; Sapphire Rapids at half (issue 31's measurements).
+bool vdpbf16ps_pays(const CpuFeatures& cpu);
+
+struct PathChoice {
+  ComputePath path = ComputePath::kFp32;
+  std::string reason;
+};
+
+// The path for bf16 operands on `cpu`. `forced` is SEQATTN_COMPUTE_PATH's value ("" or "auto":
+// the best path this CPU and build can run; "fp32", "amx-bf16", "avx512-bf16": that path or an
+// Error naming SEQATTN_COMPUTE_PATH that says why it cannot run). `ask_amx` asks Linux for the
+// AMX tile state (request_amx_permission; a test passes its own) and is called only when the
+// AMX kernels would run.
+PathChoice choose_bf16_path(const CpuFeatures& cpu, std::string_view forced,
+                            AmxPermission (*ask_amx)(bool cpu_has_amx));
+
+// choose_bf16_path for this CPU, this process's SEQATTN_COMPUTE_PATH and the real request.
+PathChoice bf16_path_here();
+
+}  // namespace seqattn::detail
