@@ -47,6 +47,9 @@ struct VariantRow {
   std::vector<ParameterInfo> parameters;  // in the order apply() reads them
   bool auto_may_choose = false;           // a profile's budget may pick it
   bool quadratic = false;                 // cost grows as S_q·S_k (benches, report caps)
+  // Its attention products run on the tile kernel (flash_forward), so the bf16 compute paths
+  // apply to it (docs/architecture.md, "Compute paths"); false: they run in fp32.
+  bool tile_kernel = false;
   // Sets the spec's fields from the given parameters (only this variant's parameters are
   // present: the caller refuses the others). `spec` holds this variant's alternative.
   void (*apply)(const ParamReader& params, ConcreteSpec& spec) = nullptr;

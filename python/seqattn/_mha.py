@@ -19,6 +19,20 @@ def _as_float32(m):
     return m.float() if is_torch(m) else m.astype(np.float32)
 
 
+def _half_dtype(a):
+    """a's dtype when it is bfloat16 or float16 (torch; numpy has float16 only), else None."""
+    if is_torch(a):
+        import torch
+        return a.dtype if a.dtype in (torch.bfloat16, torch.float16) else None
+    return a.dtype if getattr(a, "dtype", None) == np.float16 else None
+
+
+def _widened(a):
+    """a in float32: half-precision weights and inputs are widened exactly (the layer's GEMMs
+    run in fp32; MhaRecord.projection_path says so)."""
+    return _as_float32(a) if _half_dtype(a) is not None else a
+
+
 class MultiHeadAttention:
     """out = concat_h(attention(x W_Qh, x W_Kh, x W_Vh)) W_O, on seqattn's kernels.
 
@@ -76,13 +90,13 @@ class MultiHeadAttention:
         for which, w in (("q", q), ("k", k), ("v", v), ("o", o)):
             if w is not None:
                 check_kind(f"{which} weight", w)
-                self._layer.set_weight(which, _contiguous(w))
+                self._layer.set_weight(which, _contiguous(_widened(w)))
 
     def set_biases(self, *, q=None, k=None, v=None, o=None):
         for which, b in (("q", q), ("k", k), ("v", v), ("o", o)):
             if b is not None:
                 check_kind(f"{which} bias", b)
-                self._layer.set_bias(which, _contiguous(b))
+                self._layer.set_bias(which, _contiguous(_widened(b)))
 
     def _masks(self, key_padding_mask, attn_mask, b, s_q, s_k):
         """nn.MultiheadAttention's masks (True = hidden, or additive) as seqattn's keep mask
@@ -124,9 +138,16 @@ class MultiHeadAttention:
         """Self-attention of x ([B, S, E] with batch_first, else [S, B, E]; [S, E] unbatched),
         or cross attention to x_kv. Masks as nn.MultiheadAttention takes them:
         key_padding_mask [B, S_k] and attn_mask [S_q, S_k] or [B·H, S_q, S_k], True = hidden
-        (or additive floats). Returns out, or (out, weights) with need_weights."""
+        (or additive floats). Returns out, or (out, weights) with need_weights. bfloat16 or
+        float16 x (and x_kv) are widened exactly, the layer runs in fp32 (its attention by the
+        layer's fp32_precision) and out is rounded back to x's dtype; weights are float32."""
         check_kind("x", x)
         check_no_grad(x=x, x_kv=x_kv)
+        half = _half_dtype(x)
+        x = _widened(x)
+        if x_kv is not None:
+            check_kind("x_kv", x_kv)
+            x_kv = _widened(x_kv)
         unbatched = x.ndim == 2
         xs = [self._batch_major(a, unbatched) for a in ([x] if x_kv is None else [x, x_kv])]
         xq = xs[0]
@@ -143,6 +164,8 @@ class MultiHeadAttention:
             out = out[0]
         elif not self.batch_first:
             out = out.transpose(0, 1) if is_torch(out) else np.swapaxes(out, 0, 1)
+        if half is not None:
+            out = out.to(half) if is_torch(out) else out.astype(half)
         if not need_weights:
             return out
         if average_attn_weights:

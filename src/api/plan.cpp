@@ -15,6 +15,7 @@
 #include "src/runtime/staging.hpp"
 #include "src/runtime/threads.hpp"
 #include "src/runtime/validate.hpp"
+#include "variants/variant_row.hpp"
 
 namespace seqattn {
 namespace {
@@ -134,16 +135,19 @@ bool bf16_operands(const detail::PlanState& st, std::initializer_list<DType> inp
                      [&](DType t) { return t == DType::kBF16 || (t == DType::kF32 && rounds); });
 }
 
-// The path for this run's operands, chosen before anything is written (an Error for a forced
-// path that cannot run). Only the widening path is built so far: compute_path.cpp.
-detail::ComputePath path_for(bool bf16) {
-  return bf16 ? detail::bf16_path_here().path : detail::ComputePath::kFp32;
+// The path of this run's products, chosen before anything is written (an Error for a forced
+// path that cannot run): bf16 operands of a variant on the tile kernel take the bf16 path; the
+// rest runs in fp32.
+detail::ComputePath path_for(const detail::PlanState& st, bool bf16) {
+  if (!bf16 || !detail::row_of(st.id).tile_kernel) return detail::ComputePath::kFp32;
+  return detail::bf16_path_here().path;
 }
 
 RunRecord run_f32(const detail::PlanState& st, const ConstTensor& q, const ConstTensor& k,
                   const ConstTensor& v, const Tensor& out, const RunOutputs& outputs,
                   Clock::time_point start, detail::ComputePath path) {
-  const detail::Problem p = detail::bind_problem(st.planned, q, k, v, out, outputs);
+  detail::Problem p = detail::bind_problem(st.planned, q, k, v, out, outputs);
+  p.compute_path = path;
   // The variant's limits on per-call outputs (weights, lse) are known only now.
   if (p.weights || p.lse) st.impl->check(p, st.spec);
   // RoPE's tables are built here, on the calling thread, before any thread team: the kernels
@@ -160,7 +164,7 @@ RunRecord AttentionPlan::run(const AnyConstTensor& q, const AnyConstTensor& k,
                              const RunOutputs& outputs) const {
   const Clock::time_point start = Clock::now();
   const detail::PlanState& st = *state_;
-  const detail::ComputePath path = path_for(bf16_operands(st, {q.dtype, k.dtype, v.dtype}));
+  const detail::ComputePath path = path_for(st, bf16_operands(st, {q.dtype, k.dtype, v.dtype}));
   const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;
   if (!rounds && all_f32({q.dtype, k.dtype, v.dtype, out.dtype})) {
     return run_f32(st, q.as<float>(), k.as<float>(), v.as<float>(), out.as<float>(), outputs, start,
@@ -181,9 +185,8 @@ RunRecord AttentionPlan::run(const AnyConstTensor& q, const KvCache& cache, cons
   const Clock::time_point start = Clock::now();
   const detail::PlanState& st = *state_;
   detail::check_cache_run(st, cache, outputs);
-  // The cache's K/V are never rounded: they are bf16 operands only in a bf16 cache.
-  const detail::ComputePath path =
-      path_for(bf16_operands(st, {q.dtype}) && cache.shape().dtype == DType::kBF16);
+  // The decode kernel over a cache has no bf16 products yet: it widens a bf16 cache exactly.
+  const detail::ComputePath path = detail::ComputePath::kFp32;
   // Half q or out (or q rounded by fp32_precision): checked against the caller's views, then
   // staged in fp32 (staging.hpp). The cache is read in its own dtype.
   const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;

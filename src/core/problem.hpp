@@ -14,6 +14,11 @@ namespace seqattn::detail {
 
 struct PositionalTables;  // runtime/positional.hpp
 
+// What the tile kernel's two products run on (chosen by kernel/compute_path.hpp): fp32 (bf16
+// operands widened exactly), AMX tiles, vdpbf16ps, or the AMX tile layer's scalar emulation
+// (tests only: the same packing, tiling and rounding as AMX on any CPU).
+enum class ComputePath { kFp32, kAmxBf16, kAvx512Bf16, kAmxEmulated };
+
 // A fully validated problem. Shapes are consistent, out overlaps no input, key lengths are
 // within [0, S_k], mask/bias broadcast correctly. Variants may rely on all of it.
 struct Problem {
@@ -25,6 +30,7 @@ struct Problem {
   std::optional<Tensor> weights;
   std::optional<Tensor> lse;
   int threads = 1;
+  ComputePath compute_path = ComputePath::kFp32;  // the tile kernel's products
   // RoPE tables and ALiBi slopes (validated, built once per plan); null without either.
   std::shared_ptr<const PositionalTables> positional;
 

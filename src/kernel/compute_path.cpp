@@ -5,19 +5,22 @@
 
 #include "seqattn/attention.hpp"
 #include "seqattn/error.hpp"
+#include "src/kernel/flash_attention.hpp"
 
 namespace seqattn::detail {
 namespace {
 
 constexpr const char* kEnv = "SEQATTN_COMPUTE_PATH";
-constexpr const char* kNames = "one of auto, fp32, amx-bf16, avx512-bf16";
+constexpr const char* kNames = "one of auto, fp32, amx-bf16, avx512-bf16, amx-emulated";
 
 // Why the AMX path cannot run here ("" when it can). The permission is asked last, and only
 // when the kernels exist: a process that never runs them never asks.
 std::string why_not_amx(const CpuFeatures& cpu, AmxPermission (*ask_amx)(bool)) {
   if (!(cpu.amx_tile && cpu.amx_bf16)) return "this CPU has no AMX (amx_tile, amx_bf16)";
   if (!cpu.os_amx) return "the OS does not enable the AMX tile state (XCR0 bits 17-18)";
-  if (!path_built(ComputePath::kAmxBf16)) return "the AMX kernels are not built yet (issue 31)";
+  if (!path_built(ComputePath::kAmxBf16)) {
+    return "this build's tile kernel has no AMX path (the xsimd backend)";
+  }
   if (ask_amx(true) != AmxPermission::kGranted) {
     return "Linux refused the AMX tile-data permission (arch_prctl ARCH_REQ_XCOMP_PERM)";
   }
@@ -54,13 +57,24 @@ std::string_view to_string(ComputePath path) {
       return "amx-bf16";
     case ComputePath::kAvx512Bf16:
       return "avx512-bf16";
+    case ComputePath::kAmxEmulated:
+      return "amx-emulated";
   }
   return "unknown";
 }
 
-// The bf16 micro-kernels join the flash kernel, the decode kernel and the GEMM together; until
-// then only the widening path runs (the tile layer in src/kernel/amx is tested on its own).
-bool path_built(ComputePath path) { return path == ComputePath::kFp32; }
+bool path_built(ComputePath path) {
+  switch (path) {
+    case ComputePath::kFp32:
+      return true;
+    case ComputePath::kAmxBf16:
+    case ComputePath::kAmxEmulated:
+      return tile_paths_built();
+    case ComputePath::kAvx512Bf16:
+      return false;
+  }
+  return false;
+}
 
 bool vdpbf16ps_pays(const CpuFeatures& cpu) {
   // AMD family 25 with AVX512-BF16 is Zen 4 (Zen 3 lacks the flag); family 26 is Zen 5.
@@ -80,11 +94,23 @@ PathChoice choose_bf16_path(const CpuFeatures& cpu, std::string_view forced,
     if (!why.empty()) refuse(forced, why);
     return {ComputePath::kAvx512Bf16, std::string("forced by ") + kEnv + "=avx512-bf16"};
   }
+  if (forced == "amx-emulated") {
+    if (!path_built(ComputePath::kAmxEmulated)) {
+      refuse(forced, "this build's tile kernel has no tile path (the xsimd backend)");
+    }
+    return {ComputePath::kAmxEmulated, std::string("forced by ") + kEnv + "=amx-emulated"};
+  }
   if (!forced.empty() && forced != "auto") {
     throw Error(ErrorKind::kInvalidArgument, kEnv, kNames, "'" + std::string(forced) + "'");
   }
-  const std::string no_amx = why_not_amx(cpu, ask_amx);
-  if (no_amx.empty()) return {ComputePath::kAmxBf16, "AMX tiles (" + cpu.describe() + ")"};
+  // The AMX path is not chosen by itself until its speed has been measured on an AMX CPU
+  // (issue 31); the permission is then not asked either.
+  std::string no_amx = "this CPU has no AMX (amx_tile, amx_bf16)";
+  if (cpu.amx_tile && cpu.amx_bf16) {
+    no_amx =
+        "the AMX path is built but not yet measured on an AMX CPU, so it runs only when "
+        "forced (SEQATTN_COMPUTE_PATH=amx-bf16)";
+  }
   const std::string no_avx = why_not_avx512_bf16(cpu);
   if (no_avx.empty()) return {ComputePath::kAvx512Bf16, "vdpbf16ps (" + cpu.describe() + ")"};
   return {ComputePath::kFp32, "bf16 widened exactly to fp32: " + no_amx + "; " + no_avx};

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "src/core/problem.hpp"
 #include "src/kernel/amx/amx_permission.hpp"
 #include "src/runtime/cpu_features.hpp"
 
@@ -14,10 +15,11 @@ namespace seqattn::detail {
 
 using amx::AmxPermission;
 
-enum class ComputePath { kFp32, kAmxBf16, kAvx512Bf16 };
-std::string_view to_string(ComputePath path);  // "fp32", "amx-bf16", "avx512-bf16"
+// "fp32", "amx-bf16", "avx512-bf16", "amx-emulated" (ComputePath: src/core/problem.hpp).
+std::string_view to_string(ComputePath path);
 
-// Whether this build holds the path's kernels (fp32 always).
+// Whether this build holds the path's kernels: fp32 always; the AMX path and its emulation in
+// the Highway tile kernel (tile_paths_built()); vdpbf16ps not yet.
 bool path_built(ComputePath path);
 
 // Whether vdpbf16ps runs at least at the fp32 FMA rate on this CPU model, so that a bf16 dot
@@ -31,10 +33,10 @@ struct PathChoice {
 };
 
 // The path for bf16 operands on `cpu`. `forced` is SEQATTN_COMPUTE_PATH's value ("" or "auto":
-// the best path this CPU and build can run; "fp32", "amx-bf16", "avx512-bf16": that path or an
-// Error naming SEQATTN_COMPUTE_PATH that says why it cannot run). `ask_amx` asks Linux for the
-// AMX tile state (request_amx_permission; a test passes its own) and is called only when the
-// AMX kernels would run.
+// the best measured path this CPU and build can run — AMX is not among them until measured;
+// "fp32", "amx-bf16", "avx512-bf16", "amx-emulated": that path or an Error naming
+// SEQATTN_COMPUTE_PATH that says why it cannot run). `ask_amx` asks Linux for the AMX tile
+// state (request_amx_permission; a test passes its own), called only when AMX would run.
 PathChoice choose_bf16_path(const CpuFeatures& cpu, std::string_view forced,
                             AmxPermission (*ask_amx)(bool cpu_has_amx));
 

@@ -14,8 +14,15 @@ namespace seqattn::detail::HWY_NAMESPACE {
 using simd::HWY_NAMESPACE::Exp2NonPositive;
 #include "src/kernel/flash_driver_body.inc"  // IWYU pragma: keep
 
+// The products by Problem::compute_path: fp32, or the tile products (AMX or its emulation:
+// one instantiation, the backend is a table chosen at run time).
 void FlashForwardOnTarget(const Problem& p, const KeyStructure& keys) {
-  FlashForward<simd::HWY_NAMESPACE::FloatOps>(p, keys);
+  using Ops = simd::HWY_NAMESPACE::FloatOps;
+  if (p.compute_path == ComputePath::kAmxBf16 || p.compute_path == ComputePath::kAmxEmulated) {
+    FlashForward<Ops, TileProducts<Ops>>(p, keys);
+  } else {
+    FlashForward<Ops, Fp32Products<Ops>>(p, keys);
+  }
 }
 }  // namespace seqattn::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -26,6 +33,8 @@ HWY_AFTER_NAMESPACE();
 namespace seqattn::detail {
 
 HWY_EXPORT(FlashForwardOnTarget);
+
+bool tile_paths_built() { return true; }
 
 void flash_forward(const Problem& p, const KeyStructure& keys) {
   HWY_DYNAMIC_DISPATCH(FlashForwardOnTarget)(p, keys);

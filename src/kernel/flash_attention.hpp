@@ -14,4 +14,8 @@ void flash_forward(const Problem& p, const KeyStructure& keys);
 // that forms them (so out and lse never depend on whether they were asked).
 void softmax_forward(const Problem& p, const KeyStructure& keys);
 
+// Whether flash_forward() honours Problem::compute_path kAmxBf16 and kAmxEmulated (the Highway
+// backend's tile products); the xsimd backend runs fp32 only.
+bool tile_paths_built();
+
 }  // namespace seqattn::detail

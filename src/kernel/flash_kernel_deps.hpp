@@ -17,6 +17,9 @@
 
 #include "seqattn/half.hpp"
 #include "src/core/problem.hpp"
+#include "src/kernel/amx/amx_micro_kernels.hpp"
+#include "src/kernel/amx/tile_backend.hpp"
+#include "src/kernel/amx/vnni_packing.hpp"
 #include "src/kernel/block_mask.hpp"
 #include "src/kernel/tile_visibility.hpp"
 #include "src/runtime/positional.hpp"

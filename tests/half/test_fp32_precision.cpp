@@ -16,6 +16,7 @@
 #include "seqattn/seqattn.hpp"
 #include "src/kernel/compute_path.hpp"
 #include "tests/reference/reference.hpp"
+#include "tests/support/scoped_compute_path.hpp"
 #include "tests/support/variant_test_rows.hpp"
 
 namespace seqattn {
@@ -135,12 +136,7 @@ TEST(Fp32Precision, OverACacheRoundsQueriesAndReadsTheCacheAsStored) {
   }
 }
 
-// SEQATTN_COMPUTE_PATH for the duration of a test.
-class ScopedComputePath {
- public:
-  explicit ScopedComputePath(const char* value) { setenv("SEQATTN_COMPUTE_PATH", value, 1); }
-  ~ScopedComputePath() { unsetenv("SEQATTN_COMPUTE_PATH"); }
-};
+using testing::ScopedComputePath;
 
 TEST(Fp32Precision, BadValuesAreErrorsThatWriteNothing) {
   const Inputs in = make_inputs(Layout::kBHSD, 0);
@@ -180,8 +176,8 @@ TEST(Fp32Precision, BadValuesAreErrorsThatWriteNothing) {
               "fp32");
   }
   {
-    // No bf16 micro-kernel is built yet: forcing one is an Error on every CPU.
-    const ScopedComputePath forced("amx-bf16");
+    // No vdpbf16ps kernel is built yet: forcing it is an Error on every CPU.
+    const ScopedComputePath forced("avx512-bf16");
     EXPECT_THROW(attend(in.q.cview(), in.k.cview(), in.v.cview(), out.view, options), Error);
   }
   EXPECT_EQ(out.storage, untouched);
@@ -222,6 +218,7 @@ AmxPermission grant(bool) {
   ++asked;
   return AmxPermission::kGranted;
 }
+AmxPermission refuse(bool) { return AmxPermission::kRefused; }
 
 ErrorKind refusal(const CpuFeatures& cpu, const char* forced) {
   try {
@@ -250,12 +247,28 @@ TEST(ComputePath, ChosenFromTheCpuTheBuildAndTheForcedName) {
   EXPECT_FALSE(detail::vdpbf16ps_pays(sapphire_rapids(true)));
   EXPECT_EQ(refusal(sapphire_rapids(false), "avx512-bf16"), ErrorKind::kUnsupported);
   EXPECT_EQ(refusal(sapphire_rapids(false), "amx-bf16"), ErrorKind::kUnsupported);
-  EXPECT_EQ(refusal(sapphire_rapids(true), "amx-bf16"), ErrorKind::kNotImplemented);
+  // Sapphire Rapids with AMX: auto does not take the (unmeasured) AMX path and asks nothing.
   const detail::PathChoice spr = choose_bf16_path(sapphire_rapids(true), "auto", &grant);
   EXPECT_EQ(spr.path, ComputePath::kFp32);
-  EXPECT_NE(spr.reason.find("AMX kernels are not built"), std::string::npos) << spr.reason;
-  // The tile-data permission is asked for only when AMX kernels would run.
+  EXPECT_NE(spr.reason.find("not yet measured"), std::string::npos) << spr.reason;
   EXPECT_EQ(asked, 0);
+  if (detail::path_built(ComputePath::kAmxBf16)) {
+    // Forced, it runs once Linux grants the tiles (asked then), and not when it refuses.
+    EXPECT_EQ(choose_bf16_path(sapphire_rapids(true), "amx-bf16", &grant).path,
+              ComputePath::kAmxBf16);
+    EXPECT_EQ(asked, 1);
+    try {
+      choose_bf16_path(sapphire_rapids(true), "amx-bf16", &refuse);
+      ADD_FAILURE() << "expected an Error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+      EXPECT_NE(std::string(e.what()).find("refused"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(choose_bf16_path(zen3(), "amx-emulated", &grant).path, ComputePath::kAmxEmulated);
+  } else {  // the xsimd backend's tile kernel has no tile products
+    EXPECT_EQ(refusal(sapphire_rapids(true), "amx-bf16"), ErrorKind::kUnsupported);
+    EXPECT_EQ(refusal(zen3(), "amx-emulated"), ErrorKind::kUnsupported);
+  }
   CpuFeatures no_os_state = sapphire_rapids(true);
   no_os_state.os_amx = false;
   EXPECT_EQ(refusal(no_os_state, "amx-bf16"), ErrorKind::kUnsupported);
@@ -263,13 +276,14 @@ TEST(ComputePath, ChosenFromTheCpuTheBuildAndTheForcedName) {
   EXPECT_EQ(refusal(zen3(), "AMX"), ErrorKind::kInvalidArgument);
   EXPECT_EQ(detail::to_string(ComputePath::kAmxBf16), "amx-bf16");
   EXPECT_EQ(detail::to_string(ComputePath::kAvx512Bf16), "avx512-bf16");
+  EXPECT_EQ(detail::to_string(ComputePath::kAmxEmulated), "amx-emulated");
 }
 
 TEST(ComputePath, ThisCpuIsDescribedAndItsPathNamed) {
   const CpuFeatures& cpu = detail::cpu_features();
   EXPECT_FALSE(cpu.describe().empty());
   const ComputePathChoice here = bf16_compute_path();
-  EXPECT_EQ(here.path, "fp32");  // the only path built so far
+  EXPECT_EQ(here.path, "fp32");  // auto takes no unmeasured path, and vdpbf16ps is not built
   EXPECT_FALSE(here.reason.empty());
   std::printf("[ compute path ] %s: bf16 -> %s (%s)\n", cpu.describe().c_str(), here.path.c_str(),
               here.reason.c_str());

@@ -85,6 +85,21 @@ def test_fp32_precision_bf16_equals_the_run_on_bf16_rounded_inputs(rng):
         seqattn.attention(q, k, v, fp32_precision=True)
 
 
+def test_forced_emulated_tile_path_runs_bf16_on_tiles(rng, monkeypatch):
+    q, k, v = (torch.from_numpy(randn(rng, 1, 2, 40, 32)).bfloat16() for _ in range(3))
+    widened, rec = seqattn.attention(q, k, v, causal=True, return_record=True)
+    assert rec.compute_path == seqattn.bf16_compute_path()[0]
+    monkeypatch.setenv("SEQATTN_COMPUTE_PATH", "amx-emulated")
+    assert seqattn.bf16_compute_path() == ("amx-emulated",
+                                           "forced by SEQATTN_COMPUTE_PATH=amx-emulated")
+    tiles, rec = seqattn.attention(q, k, v, causal=True, return_record=True)
+    assert rec.compute_path == "amx-emulated"
+    np.testing.assert_allclose(tiles.float().numpy(), widened.float().numpy(), atol=2e-2)
+    monkeypatch.setenv("SEQATTN_COMPUTE_PATH", "tiles")
+    with pytest.raises(seqattn.InvalidArgumentError, match="SEQATTN_COMPUTE_PATH"):
+        seqattn.attention(q, k, v)
+
+
 def test_select_and_simd_target():
     assert seqattn.select(100)[0] == "dense"
     assert seqattn.select(1000)[0] == "sliding-window"

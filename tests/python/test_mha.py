@@ -88,3 +88,20 @@ def test_refuses_what_it_cannot_load_and_tracked_tensors():
         ours(torch.randn(3, 1, 8, requires_grad=True))
     with pytest.raises(ValueError, match="d_model"):
         ours(torch.randn(3, 1, 6))
+
+
+@torch.no_grad()
+def test_a_bf16_module_loads_and_bf16_inputs_come_back_bf16():
+    m = torch_mha(True, True)
+    torch.manual_seed(11)
+    x = torch.randn(2, 9, 32)
+    want = reference(m, x, need_weights=False)[0]
+    half = seqattn.MultiHeadAttention.from_torch(m.bfloat16(), fp32_precision="bf16")
+    out = half(x.bfloat16())
+    assert out.dtype == torch.bfloat16 and out.shape == want.shape
+    # bf16 weights, inputs, q/k/v, P and out against the fp32 module: within bf16's rounding.
+    scale = want.abs().max().item()
+    assert (out.float() - want).abs().max().item() <= 3e-2 * scale
+    out32 = half(x.bfloat16().float())
+    assert out32.dtype == torch.float32
+    assert torch.equal(out32.bfloat16(), out)  # the same fp32 computation, rounded once

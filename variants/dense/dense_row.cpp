@@ -8,6 +8,7 @@ const VariantRow& dense_row() {
       .parameters = {},
       .auto_may_choose = true,
       .quadratic = true,
+      .tile_kernel = true,
       .apply = [](const ParamReader&, ConcreteSpec&) {},
       .params_of = [](const ConcreteSpec&) { return VariantParams{}; },
       .describe = [](const ConcreteSpec&) { return std::string("exact"); },

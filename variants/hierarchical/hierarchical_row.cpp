@@ -8,6 +8,7 @@ const VariantRow& hierarchical_row() {
       .parameters = {{"block", "block size b (even)"},
                      {"levels", "coarse levels (0 = as many as the length needs)"}},
       .auto_may_choose = true,
+      .tile_kernel = true,
       .apply =
           [](const ParamReader& params, ConcreteSpec& spec) {
             auto& s = std::get<HierarchicalSpec>(spec);

@@ -10,6 +10,7 @@ const VariantRow& linformer_row() {
       .parameters = {{"proj_len", "projected length k"},
                      {"seed", "random projection seed", ParameterKind::kUnsigned}},
       .auto_may_choose = false,
+      .tile_kernel = true,  // its exact softmax over the projected keys
       .apply =
           [](const ParamReader& params, ConcreteSpec& spec) {
             auto& s = std::get<LinformerSpec>(spec);

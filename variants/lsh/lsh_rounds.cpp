@@ -295,6 +295,7 @@ void PairRounds::segment(std::int64_t t0, std::int64_t t1) {
   call.scale = p_.scale;
   call.scale_given = true;
   call.threads = threads_;
+  call.compute_path = p_.compute_path;
   flash_forward(call, windows);
   if (!w_.nonfinite.empty()) add_nonfinite_values(rows);
   for_rows(group_ * rows, threads_,

@@ -56,6 +56,7 @@ const VariantRow& lsh_row() {
                      {"seed", "random rotations seed", ParameterKind::kUnsigned}},
       .auto_may_choose = true,
       .quadratic = false,
+      .tile_kernel = true,
       .apply = apply,
       .params_of = params_of,
       .describe = describe,

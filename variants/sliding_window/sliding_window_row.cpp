@@ -11,6 +11,7 @@ const VariantRow& sliding_window_row() {
                      {"global_tokens", "global token positions, e.g. 0,1",
                       ParameterKind::kIntegers}},
       .auto_may_choose = true,
+      .tile_kernel = true,
       .apply =
           [](const ParamReader& params, ConcreteSpec& spec) {
             auto& s = std::get<SlidingWindowSpec>(spec);
