@@ -11,6 +11,7 @@
 #include <string>
 
 #include "seqattn/attention.hpp"
+#include "seqattn/half.hpp"
 #include "seqattn/options.hpp"
 #include "seqattn/tensor.hpp"
 
@@ -92,6 +93,13 @@ class MultiHeadAttention {
                            std::int64_t in_features);
   // Copies a bias of out_features(which) floats. Error(kUnsupported) when config.bias is false.
   void set_bias(Projection which, const float* data, std::int64_t size);
+  // The same from bfloat16 (a bf16 model's weights), widened exactly: the projections run in
+  // fp32 (MhaRecord::projection_path; the bf16 GEMM is not built yet).
+  void set_weights(Projection which, const bfloat16* data, std::int64_t rows, std::int64_t cols,
+                   std::int64_t row_stride = 0);
+  void set_weights_pytorch(Projection which, const bfloat16* data, std::int64_t out_features,
+                           std::int64_t in_features);
+  void set_bias(Projection which, const bfloat16* data, std::int64_t size);
 
   // Self-attention: out [B, S, d_model] from x [B, S, d_model]. `mask` and `weights`
   // ([B, H, S, S]) are passed to attend(). out may alias x (x is fully read first).
@@ -104,9 +112,25 @@ class MultiHeadAttention {
   MhaRecord forward(const SequenceView<const float>& x_q, const SequenceView<const float>& x_kv,
                     const SequenceView<float>& out, const Mask& mask = {},
                     const std::optional<Tensor>& weights = {});
+  // bfloat16 activations: x widened exactly, the layer run as above (its attention by
+  // config.fp32_precision: kBf16 takes the bf16 compute path), out rounded to nearest even
+  // once; weights stay fp32. Same checks, and nothing written on an error.
+  MhaRecord forward(const SequenceView<const bfloat16>& x, const SequenceView<bfloat16>& out,
+                    const Mask& mask = {}, const std::optional<Tensor>& weights = {});
+  MhaRecord forward(const SequenceView<const bfloat16>& x_q,
+                    const SequenceView<const bfloat16>& x_kv, const SequenceView<bfloat16>& out,
+                    const Mask& mask = {}, const std::optional<Tensor>& weights = {});
 
  private:
   struct Impl;
+  template <class T>
+  void copy_weights(Projection which, const T* data, std::int64_t rows, std::int64_t cols,
+                    std::int64_t row_stride);
+  template <class T>
+  void copy_weights_pytorch(Projection which, const T* data, std::int64_t out_features,
+                            std::int64_t in_features);
+  template <class T>
+  void copy_bias(Projection which, const T* data, std::int64_t size);
   MhaRecord run_forward(const SequenceView<const float>& x_q, const SequenceView<const float>& x_kv,
                         bool self, const SequenceView<float>& out, const Mask& mask,
                         const std::optional<Tensor>& weights);

@@ -13,38 +13,43 @@ namespace {
 constexpr const char* kEnv = "SEQATTN_COMPUTE_PATH";
 constexpr const char* kNames = "one of auto, fp32, amx-bf16, avx512-bf16, amx-emulated";
 
-// Why the AMX path cannot run here ("" when it can). The permission is asked last, and only
-// when the kernels exist: a process that never runs them never asks.
-std::string why_not_amx(const CpuFeatures& cpu, AmxPermission (*ask_amx)(bool)) {
-  if (!(cpu.amx_tile && cpu.amx_bf16)) return "this CPU has no AMX (amx_tile, amx_bf16)";
-  if (!cpu.os_amx) return "the OS does not enable the AMX tile state (XCR0 bits 17-18)";
+// What keeps a path from running here: kUnsupported when the CPU, the OS, Linux or the build's
+// backend lacks it, kNotImplemented when only its kernels are missing; empty `why`: nothing.
+struct Obstacle {
+  std::string why;
+  ErrorKind kind = ErrorKind::kUnsupported;
+};
+
+// The permission is asked last, and only when the AMX path exists: a process that never runs
+// it never asks.
+Obstacle amx_obstacle(const CpuFeatures& cpu, AmxPermission (*ask_amx)(bool)) {
+  if (!(cpu.amx_tile && cpu.amx_bf16)) return {"this CPU has no AMX (amx_tile, amx_bf16)"};
+  if (!cpu.os_amx) return {"the OS does not enable the AMX tile state (XCR0 bits 17-18)"};
   if (!path_built(ComputePath::kAmxBf16)) {
-    return "this build's tile kernel has no AMX path (the xsimd backend)";
+    return {"this build's tile kernel has no AMX path (the xsimd backend)"};
   }
   if (ask_amx(true) != AmxPermission::kGranted) {
-    return "Linux refused the AMX tile-data permission (arch_prctl ARCH_REQ_XCOMP_PERM)";
+    return {"Linux refused the AMX tile-data permission (arch_prctl ARCH_REQ_XCOMP_PERM)"};
   }
   return {};
 }
 
-std::string why_not_avx512_bf16(const CpuFeatures& cpu) {
-  if (!(cpu.avx512_bf16 && cpu.avx512f)) return "this CPU has no AVX512-BF16";
-  if (!cpu.os_avx512) return "the OS does not enable the AVX-512 state";
+Obstacle avx512_bf16_obstacle(const CpuFeatures& cpu) {
+  if (!(cpu.avx512_bf16 && cpu.avx512f)) return {"this CPU has no AVX512-BF16"};
+  if (!cpu.os_avx512) return {"the OS does not enable the AVX-512 state"};
   if (!vdpbf16ps_pays(cpu)) {
-    return "vdpbf16ps runs below the fp32 FMA rate on " + cpu.describe() +
-           " (half of it on Sapphire Rapids)";
+    return {"vdpbf16ps runs below the fp32 FMA rate on " + cpu.describe() +
+            " (half of it on Sapphire Rapids)"};
   }
   if (!path_built(ComputePath::kAvx512Bf16)) {
-    return "the vdpbf16ps kernels are not built yet (issue 31)";
+    return {"the vdpbf16ps kernels are not built yet (issue 31)", ErrorKind::kNotImplemented};
   }
   return {};
 }
 
-[[noreturn]] void refuse(std::string_view forced, const std::string& why) {
-  const bool unbuilt = why.find("not built") != std::string::npos;
-  throw Error(unbuilt ? ErrorKind::kNotImplemented : ErrorKind::kUnsupported, kEnv,
-              "a compute path this CPU and build can run (fp32 always can)", std::string(forced),
-              why);
+[[noreturn]] void refuse(std::string_view forced, const Obstacle& obstacle) {
+  throw Error(obstacle.kind, kEnv, "a compute path this CPU and build can run (fp32 always can)",
+              std::string(forced), obstacle.why);
 }
 
 }  // namespace
@@ -85,18 +90,18 @@ PathChoice choose_bf16_path(const CpuFeatures& cpu, std::string_view forced,
                             AmxPermission (*ask_amx)(bool cpu_has_amx)) {
   if (forced == "fp32") return {ComputePath::kFp32, std::string("forced by ") + kEnv + "=fp32"};
   if (forced == "amx-bf16") {
-    const std::string why = why_not_amx(cpu, ask_amx);
-    if (!why.empty()) refuse(forced, why);
+    const Obstacle obstacle = amx_obstacle(cpu, ask_amx);
+    if (!obstacle.why.empty()) refuse(forced, obstacle);
     return {ComputePath::kAmxBf16, std::string("forced by ") + kEnv + "=amx-bf16"};
   }
   if (forced == "avx512-bf16") {
-    const std::string why = why_not_avx512_bf16(cpu);
-    if (!why.empty()) refuse(forced, why);
+    const Obstacle obstacle = avx512_bf16_obstacle(cpu);
+    if (!obstacle.why.empty()) refuse(forced, obstacle);
     return {ComputePath::kAvx512Bf16, std::string("forced by ") + kEnv + "=avx512-bf16"};
   }
   if (forced == "amx-emulated") {
     if (!path_built(ComputePath::kAmxEmulated)) {
-      refuse(forced, "this build's tile kernel has no tile path (the xsimd backend)");
+      refuse(forced, {"this build's tile kernel has no tile path (the xsimd backend)"});
     }
     return {ComputePath::kAmxEmulated, std::string("forced by ") + kEnv + "=amx-emulated"};
   }
@@ -111,9 +116,9 @@ PathChoice choose_bf16_path(const CpuFeatures& cpu, std::string_view forced,
         "the AMX path is built but not yet measured on an AMX CPU, so it runs only when "
         "forced (SEQATTN_COMPUTE_PATH=amx-bf16)";
   }
-  const std::string no_avx = why_not_avx512_bf16(cpu);
-  if (no_avx.empty()) return {ComputePath::kAvx512Bf16, "vdpbf16ps (" + cpu.describe() + ")"};
-  return {ComputePath::kFp32, "bf16 widened exactly to fp32: " + no_amx + "; " + no_avx};
+  const Obstacle no_avx = avx512_bf16_obstacle(cpu);
+  if (no_avx.why.empty()) return {ComputePath::kAvx512Bf16, "vdpbf16ps (" + cpu.describe() + ")"};
+  return {ComputePath::kFp32, "bf16 widened exactly to fp32: " + no_amx + "; " + no_avx.why};
 }
 
 PathChoice bf16_path_here() {

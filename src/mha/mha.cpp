@@ -96,8 +96,10 @@ std::int64_t MultiHeadAttention::out_features(Projection which) const {
   return kv ? impl_->kv_width : impl_->config.d_model;
 }
 
-void MultiHeadAttention::set_weights(Projection which, const float* data, std::int64_t rows,
-                                     std::int64_t cols, std::int64_t row_stride) {
+// The setters over float or bfloat16 data (widened exactly as they are copied).
+template <class T>
+void MultiHeadAttention::copy_weights(Projection which, const T* data, std::int64_t rows,
+                                      std::int64_t cols, std::int64_t row_stride) {
   Impl& m = *impl_;
   const std::string name = weight_name(which);
   const std::int64_t want_cols = out_features(which);
@@ -122,9 +124,10 @@ void MultiHeadAttention::set_weights(Projection which, const float* data, std::i
   m.weights_set[index(which)] = true;
 }
 
-void MultiHeadAttention::set_weights_pytorch(Projection which, const float* data,
-                                             std::int64_t out_features_given,
-                                             std::int64_t in_features) {
+template <class T>
+void MultiHeadAttention::copy_weights_pytorch(Projection which, const T* data,
+                                              std::int64_t out_features_given,
+                                              std::int64_t in_features) {
   Impl& m = *impl_;
   const std::string name = weight_name(which);
   const std::int64_t want_out = out_features(which);
@@ -140,13 +143,15 @@ void MultiHeadAttention::set_weights_pytorch(Projection which, const float* data
   std::vector<float> transposed(static_cast<std::size_t>(in_features * want_out));
   for (std::int64_t o = 0; o < want_out; ++o) {
     for (std::int64_t i = 0; i < in_features; ++i) {
-      transposed[static_cast<std::size_t>(i * want_out + o)] = data[o * in_features + i];
+      transposed[static_cast<std::size_t>(i * want_out + o)] =
+          static_cast<float>(data[o * in_features + i]);
     }
   }
-  set_weights(which, transposed.data(), in_features, want_out);
+  copy_weights(which, transposed.data(), in_features, want_out, 0);
 }
 
-void MultiHeadAttention::set_bias(Projection which, const float* data, std::int64_t size) {
+template <class T>
+void MultiHeadAttention::copy_bias(Projection which, const T* data, std::int64_t size) {
   Impl& m = *impl_;
   const std::string name = bias_name(which);
   if (!m.config.bias) {
@@ -160,6 +165,29 @@ void MultiHeadAttention::set_bias(Projection which, const float* data, std::int6
       which == Projection::kOutput ? m.b_o.data() : m.b_qkv.data() + m.column_offset(which);
   std::copy(data, data + size, dst);
   m.bias_set[index(which)] = true;
+}
+
+void MultiHeadAttention::set_weights(Projection which, const float* data, std::int64_t rows,
+                                     std::int64_t cols, std::int64_t row_stride) {
+  copy_weights(which, data, rows, cols, row_stride);
+}
+void MultiHeadAttention::set_weights(Projection which, const bfloat16* data, std::int64_t rows,
+                                     std::int64_t cols, std::int64_t row_stride) {
+  copy_weights(which, data, rows, cols, row_stride);
+}
+void MultiHeadAttention::set_weights_pytorch(Projection which, const float* data,
+                                             std::int64_t out_features, std::int64_t in_features) {
+  copy_weights_pytorch(which, data, out_features, in_features);
+}
+void MultiHeadAttention::set_weights_pytorch(Projection which, const bfloat16* data,
+                                             std::int64_t out_features, std::int64_t in_features) {
+  copy_weights_pytorch(which, data, out_features, in_features);
+}
+void MultiHeadAttention::set_bias(Projection which, const float* data, std::int64_t size) {
+  copy_bias(which, data, size);
+}
+void MultiHeadAttention::set_bias(Projection which, const bfloat16* data, std::int64_t size) {
+  copy_bias(which, data, size);
 }
 
 }  // namespace seqattn

@@ -19,27 +19,13 @@ namespace seqattn {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using detail::check_sequence;
 using detail::Transpose;
 
 std::string str(std::int64_t x) { return std::to_string(x); }
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-template <class T>
-void check_sequence(const std::string& name, const SequenceView<T>& s, std::int64_t d_model) {
-  if (s.data == nullptr) detail::fail(name + ".data", "a non-null pointer", "nullptr");
-  if (s.batch < 1) detail::fail(name + ".batch", ">= 1", str(s.batch));
-  if (s.seq < 1) detail::fail(name + ".seq", ">= 1", str(s.seq));
-  if (s.features != d_model)
-    detail::fail(name + ".features", str(d_model) + " (d_model)", str(s.features));
-  if (s.row_stride != 0 && s.row_stride < s.features) {
-    detail::fail(name + ".row_stride", "0 (contiguous) or >= features = " + str(s.features),
-                 str(s.row_stride));
-  }
-  // The span of the rows in bytes (UBSan found this product overflowing unchecked).
-  detail::checked_product({s.batch, s.seq, s.stride(), 4}, name + " (batch x seq x row stride)");
 }
 
 void check_out(const SequenceView<float>& out, const SequenceView<const float>& x_q,

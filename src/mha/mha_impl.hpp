@@ -6,9 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "seqattn/mha.hpp"
+#include "src/runtime/checked_size.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn {
 
@@ -58,5 +61,25 @@ struct MultiHeadAttention::Impl {
   // Throws Error naming the first weight or bias forward() needs that was never set.
   void check_ready() const;
 };
+
+namespace detail {
+
+// A [batch, seq, features] view's fields against d_model: an Error naming `name`.field.
+template <class T>
+void check_sequence(const std::string& name, const SequenceView<T>& s, std::int64_t d_model) {
+  const auto str = [](std::int64_t x) { return std::to_string(x); };
+  if (s.data == nullptr) fail(name + ".data", "a non-null pointer", "nullptr");
+  if (s.batch < 1) fail(name + ".batch", ">= 1", str(s.batch));
+  if (s.seq < 1) fail(name + ".seq", ">= 1", str(s.seq));
+  if (s.features != d_model) fail(name + ".features", str(d_model) + " (d_model)", str(s.features));
+  if (s.row_stride != 0 && s.row_stride < s.features) {
+    fail(name + ".row_stride", "0 (contiguous) or >= features = " + str(s.features),
+         str(s.row_stride));
+  }
+  // The span of the rows in bytes (UBSan found this product overflowing unchecked).
+  checked_product({s.batch, s.seq, s.stride(), 4}, name + " (batch x seq x row stride)");
+}
+
+}  // namespace detail
 
 }  // namespace seqattn

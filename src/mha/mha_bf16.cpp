@@ -1,0 +1,78 @@
+// MultiHeadAttention over bfloat16 activations: x widened exactly into a contiguous fp32 copy,
+// the fp32 layer (its GEMMs in fp32, its attention by config.fp32_precision), and out rounded
+// to nearest even once, from an fp32 result that is complete: an Error writes nothing.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "seqattn/mha.hpp"
+#include "src/mha/mha_impl.hpp"
+#include "src/runtime/checked_size.hpp"
+#include "src/runtime/validate.hpp"
+
+namespace seqattn {
+namespace {
+
+// A contiguous fp32 copy of the B·S rows of a checked bf16 view.
+std::vector<float> widened(const SequenceView<const bfloat16>& s) {
+  const std::int64_t rows = s.batch * s.seq, f = s.features;
+  std::vector<float> copy = detail::checked_vector<float>(
+      detail::checked_product({rows, f}, "x (fp32 staging)"), "x (fp32 staging)");
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const bfloat16* row = s.data + r * s.stride();
+    std::copy(row, row + f, copy.data() + r * f);
+  }
+  return copy;
+}
+
+// out [B, S, d_model] (bf16, any row stride) = the fp32 rows of `result`, rounded.
+void narrow_into(const std::vector<float>& result, const SequenceView<bfloat16>& out) {
+  const std::int64_t rows = out.batch * out.seq, f = out.features;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    bfloat16* row = out.data + r * out.stride();
+    for (std::int64_t c = 0; c < f; ++c) row[c] = bfloat16(result[static_cast<size_t>(r * f + c)]);
+  }
+}
+
+std::vector<float> staged_out(const SequenceView<bfloat16>& out) {
+  return detail::checked_vector<float>(
+      detail::checked_product({out.batch, out.seq, out.features}, "out (fp32 staging)"),
+      "out (fp32 staging)");
+}
+
+}  // namespace
+
+MhaRecord MultiHeadAttention::forward(const SequenceView<const bfloat16>& x,
+                                      const SequenceView<bfloat16>& out, const Mask& mask,
+                                      const std::optional<Tensor>& weights) {
+  const std::int64_t d_model = impl_->config.d_model;
+  detail::check_sequence("x", x, d_model);
+  detail::check_sequence("out", out, d_model);
+  const std::vector<float> x32 = widened(x);
+  std::vector<float> out32 = staged_out(out);
+  const MhaRecord record =
+      forward(SequenceView<const float>{x32.data(), x.batch, x.seq, d_model, 0},
+              SequenceView<float>{out32.data(), out.batch, out.seq, d_model, 0}, mask, weights);
+  narrow_into(out32, out);
+  return record;
+}
+
+MhaRecord MultiHeadAttention::forward(const SequenceView<const bfloat16>& x_q,
+                                      const SequenceView<const bfloat16>& x_kv,
+                                      const SequenceView<bfloat16>& out, const Mask& mask,
+                                      const std::optional<Tensor>& weights) {
+  const std::int64_t d_model = impl_->config.d_model;
+  detail::check_sequence("x_q", x_q, d_model);
+  detail::check_sequence("x_kv", x_kv, d_model);
+  detail::check_sequence("out", out, d_model);
+  const std::vector<float> q32 = widened(x_q), kv32 = widened(x_kv);
+  std::vector<float> out32 = staged_out(out);
+  const MhaRecord record =
+      forward(SequenceView<const float>{q32.data(), x_q.batch, x_q.seq, d_model, 0},
+              SequenceView<const float>{kv32.data(), x_kv.batch, x_kv.seq, d_model, 0},
+              SequenceView<float>{out32.data(), out.batch, out.seq, d_model, 0}, mask, weights);
+  narrow_into(out32, out);
+  return record;
+}
+
+}  // namespace seqattn
