@@ -301,8 +301,11 @@ TEST(TilePath, AmxInstructionsOnThisCpu) {
     OwnedTensor out = make_zeros(s.b, s.hq, s.sq, s.dv, Layout::kBHSD, 0);
     EXPECT_LE(run_and_compare(in, s, options, ref, "amx-bf16"), kBound);
     attend(in.q.cview(), in.k.cview(), in.v.cview(), out.view, options);
+    // Not the emulation's bits: the instruction's summation order may move a score by an ulp,
+    // and that can flip the bf16 rounding of a probability (2^-9 of it). A layout or blocking
+    // error moves outputs by their own size.
     std::vector<double> emulated64(emulated.begin(), emulated.end());
-    EXPECT_LE(reference::max_relative_error(out.storage, emulated64), 1e-5);
+    EXPECT_LE(reference::max_relative_error(out.storage, emulated64), 1e-3);
   }
 }
 
