@@ -1,37 +1,38 @@
 // MultiHeadAttention over bfloat16 activations: x widened exactly into a contiguous fp32 copy,
 // the fp32 layer (its GEMMs in fp32, its attention by config.fp32_precision), and out rounded
 // to nearest even once, from an fp32 result that is complete: an Error writes nothing.
-#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "seqattn/mha.hpp"
 #include "src/mha/mha_impl.hpp"
 #include "src/runtime/checked_size.hpp"
+#include "src/runtime/staging.hpp"
 #include "src/runtime/validate.hpp"
 
 namespace seqattn {
 namespace {
 
+// A sequence view as a [B, 1, S, features] tensor view (rows `stride` apart), so the staging
+// helpers of src/runtime/staging.hpp widen and narrow it.
+template <class T>
+TensorView<T> as_tensor(const SequenceView<T>& s) {
+  return {s.data, {s.batch, 1, s.seq, s.features}, {s.seq * s.stride(), 0, s.stride(), 1}};
+}
+
 // A contiguous fp32 copy of the B·S rows of a checked bf16 view.
 std::vector<float> widened(const SequenceView<const bfloat16>& s) {
-  const std::int64_t rows = s.batch * s.seq, f = s.features;
   std::vector<float> copy = detail::checked_vector<float>(
-      detail::checked_product({rows, f}, "x (fp32 staging)"), "x (fp32 staging)");
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const bfloat16* row = s.data + r * s.stride();
-    std::copy(row, row + f, copy.data() + r * f);
-  }
+      detail::checked_product({s.batch, s.seq, s.features}, "x (fp32 staging)"),
+      "x (fp32 staging)");
+  detail::widen_to(as_tensor(s), copy.data());
   return copy;
 }
 
-// out [B, S, d_model] (bf16, any row stride) = the fp32 rows of `result`, rounded.
+// out (bf16, any row stride) = the contiguous fp32 rows of `result`, rounded to nearest even.
 void narrow_into(const std::vector<float>& result, const SequenceView<bfloat16>& out) {
-  const std::int64_t rows = out.batch * out.seq, f = out.features;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    bfloat16* row = out.data + r * out.stride();
-    for (std::int64_t c = 0; c < f; ++c) row[c] = bfloat16(result[static_cast<size_t>(r * f + c)]);
-  }
+  const SequenceView<const float> rows{result.data(), out.batch, out.seq, out.features, 0};
+  detail::narrow_into(as_tensor(rows), as_tensor(out));
 }
 
 std::vector<float> staged_out(const SequenceView<bfloat16>& out) {
