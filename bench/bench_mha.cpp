@@ -1,5 +1,8 @@
 // MultiHeadAttention forward, B = 1, d_model = 512, H = 8 (d_k = 64): where the time goes —
 // projections (GEMM), attention (attend) and the rest (splits, merges, biases, bookkeeping).
+// And a bf16 model against the same layer in fp32 (d_model = 1024, H = 16, issue 31's target):
+// its projections run on AMX tiles only where SEQATTN_COMPUTE_PATH=amx-bf16 chooses them (the
+// label says which path ran); elsewhere bf16 is widened and runs at the fp32 rate.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -7,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "seqattn/half.hpp"
 #include "seqattn/mha.hpp"
 
 namespace {
@@ -107,6 +111,54 @@ void BM_MhaLinformer(benchmark::State& state) {
 }
 BENCHMARK(BM_MhaLinformer)
     ->ArgsProduct({{512, 2048, 8192}, {1}})
+    ->ArgNames({"S", "threads"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// d_model = 1024, H = 16, no bias: fp32 weights and activations, or the same rounded to bf16.
+template <class T>
+void run_model(benchmark::State& state) {
+  constexpr std::int64_t kWide = 1024;
+  const std::int64_t seq = state.range(0);
+  MhaConfig config;
+  config.d_model = kWide;
+  config.num_heads = 16;
+  config.threads = static_cast<int>(state.range(1));
+  MultiHeadAttention layer(config);
+  const std::vector<float> w32 =
+      random_vector(kWide * kWide, 1, 1.0f / std::sqrt(static_cast<float>(kWide)));
+  const std::vector<T> w(w32.begin(), w32.end());
+  for (Projection p :
+       {Projection::kQuery, Projection::kKey, Projection::kValue, Projection::kOutput}) {
+    layer.set_weights(p, w.data(), kWide, kWide);
+  }
+  const std::vector<float> x32 = random_vector(static_cast<std::size_t>(seq * kWide), 3, 1.0f);
+  const std::vector<T> x(x32.begin(), x32.end());
+  std::vector<T> out(x.size());
+  const SequenceView<const T> in{x.data(), 1, seq, kWide, 0};
+  const SequenceView<T> result{out.data(), 1, seq, kWide, 0};
+  const MhaRecord first = layer.forward(in, result);  // packs the weights on a tile path
+  double total = 0, flops = 0;
+  for (auto _ : state) {
+    const MhaRecord r = layer.forward(in, result);
+    total += r.total_seconds;
+    flops += r.projection_flops + r.attention.flops;
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GFLOP/s"] = 1e-9 * flops / total;
+  state.SetLabel("projections " + first.projection_path + ", attention " +
+                 first.attention.compute_path);
+}
+
+void BM_MhaModelF32(benchmark::State& state) { run_model<float>(state); }
+void BM_MhaModelBf16(benchmark::State& state) { run_model<bfloat16>(state); }
+BENCHMARK(BM_MhaModelF32)
+    ->Args({2048, 1})
+    ->ArgNames({"S", "threads"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MhaModelBf16)
+    ->Args({2048, 1})
     ->ArgNames({"S", "threads"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

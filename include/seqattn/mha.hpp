@@ -47,9 +47,11 @@ struct MhaConfig {
   bool sinusoidal_positions = false;
   std::optional<RotaryEmbedding> rope{};
   std::optional<Alibi> alibi{};
-  // AttentionOptions::fp32_precision for the attention: kBf16 rounds the projected q, k, v to
-  // bf16 before it. The projections themselves run in fp32 (the bf16 GEMM is not built yet;
-  // MhaRecord::projection_path says so).
+  // kBf16 runs the layer in bf16 as forward() on bf16 activations does: where bf16 operands take
+  // a tile path (AMX, or its emulation when SEQATTN_COMPUTE_PATH=amx-emulated) the projections
+  // are bf16 GEMMs on tiles; elsewhere they stay fp32 and only the attention rounds the
+  // projected q, k, v to bf16 (AttentionOptions::fp32_precision). MhaRecord::projection_path
+  // says which ran.
   Fp32Precision fp32_precision = Fp32Precision::kIeee;
 };
 
@@ -63,8 +65,9 @@ struct MhaRecord {
   // The whole forward(); what exceeds projection + attention is the layer's own overhead
   // (argument checks, bias additions, workspace; heads are split and merged by views, free).
   double total_seconds = 0;
-  double projection_flops = 0;           // 2·rows·in·out summed over the projections
-  std::string projection_path = "fp32";  // what the projection GEMMs ran on
+  double projection_flops = 0;  // 2·rows·in·out summed over the projections
+  // What the projection GEMMs ran on: "fp32", or "amx-bf16" / "amx-emulated" (bf16 tiles).
+  std::string projection_path = "fp32";
 };
 
 // Not thread-safe: forward() reuses a workspace owned by the object. Use one object per thread.
@@ -93,8 +96,8 @@ class MultiHeadAttention {
                            std::int64_t in_features);
   // Copies a bias of out_features(which) floats. Error(kUnsupported) when config.bias is false.
   void set_bias(Projection which, const float* data, std::int64_t size);
-  // The same from bfloat16 (a bf16 model's weights), widened exactly: the projections run in
-  // fp32 (MhaRecord::projection_path; the bf16 GEMM is not built yet).
+  // The same from bfloat16 (a bf16 model's weights), widened exactly; the tile path rounds the
+  // stored weights back to bf16 (exact for these) when it packs them.
   void set_weights(Projection which, const bfloat16* data, std::int64_t rows, std::int64_t cols,
                    std::int64_t row_stride = 0);
   void set_weights_pytorch(Projection which, const bfloat16* data, std::int64_t out_features,
@@ -112,9 +115,12 @@ class MultiHeadAttention {
   MhaRecord forward(const SequenceView<const float>& x_q, const SequenceView<const float>& x_kv,
                     const SequenceView<float>& out, const Mask& mask = {},
                     const std::optional<Tensor>& weights = {});
-  // bfloat16 activations: x widened exactly, the layer run as above (its attention by
-  // config.fp32_precision: kBf16 takes the bf16 compute path), out rounded to nearest even
-  // once; weights stay fp32. Same checks, and nothing written on an error.
+  // bfloat16 activations: a bf16 layer. Where bf16 operands take a tile path (AMX, or its
+  // emulation) every GEMM runs on bf16 tiles with fp32 accumulation (weights and the
+  // concatenated heads rounded to bf16 while packed, biases added in fp32) and the attention
+  // rounds q, k, v to bf16, as a PyTorch bf16 module rounds every op's output. Elsewhere x is
+  // widened exactly and the fp32 layer runs (its attention by config.fp32_precision). out is
+  // rounded to nearest even once. Same checks, and nothing written on an error.
   MhaRecord forward(const SequenceView<const bfloat16>& x, const SequenceView<bfloat16>& out,
                     const Mask& mask = {}, const std::optional<Tensor>& weights = {});
   MhaRecord forward(const SequenceView<const bfloat16>& x_q,
@@ -131,9 +137,15 @@ class MultiHeadAttention {
                             std::int64_t in_features);
   template <class T>
   void copy_bias(Projection which, const T* data, std::int64_t size);
+  // The layer on fp32 rows; bf16_activations: they were bf16 (widened), so the layer runs in
+  // bf16 where a tile path is chosen.
+  MhaRecord forward_rows(const SequenceView<const float>& x_q,
+                         const SequenceView<const float>& x_kv, bool self,
+                         const SequenceView<float>& out, const Mask& mask,
+                         const std::optional<Tensor>& weights, bool bf16_activations);
   MhaRecord run_forward(const SequenceView<const float>& x_q, const SequenceView<const float>& x_kv,
                         bool self, const SequenceView<float>& out, const Mask& mask,
-                        const std::optional<Tensor>& weights);
+                        const std::optional<Tensor>& weights, bool bf16_activations);
   std::unique_ptr<Impl> impl_;
 };
 

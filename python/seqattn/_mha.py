@@ -28,9 +28,13 @@ def _half_dtype(a):
 
 
 def _widened(a):
-    """a in float32: half-precision weights and inputs are widened exactly (the layer's GEMMs
-    run in fp32; MhaRecord.projection_path says so)."""
+    """a in float32: half-precision weights and inputs are widened exactly (the C++ layer keeps
+    fp32 weights; a tile path rounds them back to bf16, exactly for a bf16 module's)."""
     return _as_float32(a) if _half_dtype(a) is not None else a
+
+
+def _is_bf16(a):
+    return is_torch(a) and str(a.dtype) == "torch.bfloat16"
 
 
 class MultiHeadAttention:
@@ -138,16 +142,21 @@ class MultiHeadAttention:
         """Self-attention of x ([B, S, E] with batch_first, else [S, B, E]; [S, E] unbatched),
         or cross attention to x_kv. Masks as nn.MultiheadAttention takes them:
         key_padding_mask [B, S_k] and attn_mask [S_q, S_k] or [B·H, S_q, S_k], True = hidden
-        (or additive floats). Returns out, or (out, weights) with need_weights. bfloat16 or
-        float16 x (and x_kv) are widened exactly, the layer runs in fp32 (its attention by the
-        layer's fp32_precision) and out is rounded back to x's dtype; weights are float32."""
+        (or additive floats). Returns out, or (out, weights) with need_weights. bfloat16 x
+        (and x_kv) run the layer as a bf16 layer (the C++ forward on bf16: on an AMX tile path
+        its GEMMs and attention in bf16, elsewhere the fp32 layer on the widened values); float16
+        x is widened exactly and runs in fp32 (its attention by the layer's fp32_precision). out
+        comes back in x's dtype, rounded once; weights are float32."""
         check_kind("x", x)
         check_no_grad(x=x, x_kv=x_kv)
-        half = _half_dtype(x)
-        x = _widened(x)
         if x_kv is not None:
             check_kind("x_kv", x_kv)
-            x_kv = _widened(x_kv)
+        half = _half_dtype(x)
+        as_bf16 = _is_bf16(x) and (x_kv is None or _is_bf16(x_kv))
+        if not as_bf16:
+            x = _widened(x)
+            if x_kv is not None:
+                x_kv = _widened(x_kv)
         unbatched = x.ndim == 2
         xs = [self._batch_major(a, unbatched) for a in ([x] if x_kv is None else [x, x_kv])]
         xq = xs[0]
@@ -164,7 +173,7 @@ class MultiHeadAttention:
             out = out[0]
         elif not self.batch_first:
             out = out.transpose(0, 1) if is_torch(out) else np.swapaxes(out, 0, 1)
-        if half is not None:
+        if half is not None and not as_bf16:
             out = out.to(half) if is_torch(out) else out.astype(half)
         if not need_weights:
             return out

@@ -1,11 +1,14 @@
 // MultiHeadAttention for Python: weights copied in once (PyTorch's [out, in] nn.Linear layout),
-// forward() on [B, S, d_model] float32 arrays with the GIL released. The C++ layer reuses one
-// workspace, so a mutex serialises forward() calls on one object (taken without the GIL).
+// forward() on [B, S, d_model] float32 or bfloat16 arrays (a bf16 layer) with the GIL released. The
+// C++ layer reuses one workspace, so a mutex serialises forward() calls on one object (taken
+// without the GIL).
 #include <mutex>
 #include <optional>
+#include <type_traits>
 
 #include "array_ref.hpp"
 #include "bindings.hpp"
+#include "seqattn/half.hpp"
 #include "seqattn/mha.hpp"
 
 namespace seqattn::python {
@@ -27,7 +30,9 @@ Projection parse_projection(const std::string& name) {
 
 template <class T>
 SequenceView<T> sequence_view(const ArrayRef& a, const std::string& name) {
-  if (a.kind != ElementKind::kF32) type_fail(name, "float32", describe(a));
+  constexpr bool kFloat = std::is_same_v<std::remove_const_t<T>, float>;
+  const ElementKind want = kFloat ? ElementKind::kF32 : ElementKind::kBF16;
+  if (a.kind != want) type_fail(name, kFloat ? "float32" : "bfloat16, as x is", describe(a));
   if (a.ndim != 3) value_fail(name, "[B, S, d_model]", describe(a));
   const std::int64_t row = a.shape[1] == 1 ? a.shape[2] : a.strides[1];
   const bool rows_ok = a.strides[2] == 1 || a.shape[2] == 1;
@@ -61,16 +66,16 @@ void set_bias(PyMha& m, const std::string& which, py::handle b) {
   m.layer.set_bias(parse_projection(which), static_cast<const float*>(a.data), a.shape[0]);
 }
 
-MhaRecord forward(PyMha& m, py::handle x, py::handle x_kv, py::handle out,
-                  const AttentionOptions& options, py::handle keep, py::handle bias,
-                  py::handle weights) {
-  const SequenceView<const float> xq = sequence_view<const float>(inspect(x, "x"), "x");
+// E: float, or bfloat16 for a bf16 layer (x, x_kv and out all bf16).
+template <class E>
+MhaRecord forward_as(PyMha& m, const ArrayRef& x, py::handle x_kv, const ArrayRef& out,
+                     const AttentionOptions& options, py::handle keep, py::handle bias,
+                     py::handle weights) {
+  const SequenceView<const E> xq = sequence_view<const E>(x, "x");
   const bool self = x_kv.is_none();
-  const SequenceView<const float> xk =
-      self ? xq : sequence_view<const float>(inspect(x_kv, "x_kv"), "x_kv");
-  const ArrayRef o = inspect(out, "out");
-  if (!o.writable) value_fail("out", "a writable array", "a read-only one");
-  const SequenceView<float> ov = sequence_view<float>(o, "out");
+  const SequenceView<const E> xk =
+      self ? xq : sequence_view<const E>(inspect(x_kv, "x_kv"), "x_kv");
+  const SequenceView<E> ov = sequence_view<E>(out, "out");
   const std::array<std::int64_t, 4> scores{xq.batch, m.layer.config().num_heads, xq.seq, xk.seq};
   const AttentionOptions bound = with_masks(options, keep, bias, scores);
   std::optional<Tensor> w;
@@ -78,6 +83,18 @@ MhaRecord forward(PyMha& m, py::handle x, py::handle x_kv, py::handle out,
   py::gil_scoped_release unlocked;
   std::lock_guard locked(m.mutex);
   return self ? m.layer.forward(xq, ov, bound.mask, w) : m.layer.forward(xq, xk, ov, bound.mask, w);
+}
+
+MhaRecord forward(PyMha& m, py::handle x, py::handle x_kv, py::handle out,
+                  const AttentionOptions& options, py::handle keep, py::handle bias,
+                  py::handle weights) {
+  const ArrayRef xa = inspect(x, "x");
+  const ArrayRef o = inspect(out, "out");
+  if (!o.writable) value_fail("out", "a writable array", "a read-only one");
+  if (xa.kind == ElementKind::kBF16) {
+    return forward_as<bfloat16>(m, xa, x_kv, o, options, keep, bias, weights);
+  }
+  return forward_as<float>(m, xa, x_kv, o, options, keep, bias, weights);
 }
 
 }  // namespace
@@ -88,7 +105,8 @@ void register_mha(py::module_& m) {
       .def_readonly("projection_seconds", &MhaRecord::projection_seconds)
       .def_readonly("attention_seconds", &MhaRecord::attention_seconds)
       .def_readonly("total_seconds", &MhaRecord::total_seconds)
-      .def_readonly("projection_flops", &MhaRecord::projection_flops);
+      .def_readonly("projection_flops", &MhaRecord::projection_flops)
+      .def_readonly("projection_path", &MhaRecord::projection_path);
   py::class_<PyMha>(m, "MultiHeadAttention")
       .def(py::init([](std::int64_t d_model, std::int64_t num_heads, std::int64_t num_kv_heads,
                        bool bias, bool output_projection, bool sinusoidal_positions,

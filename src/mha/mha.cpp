@@ -122,6 +122,7 @@ void MultiHeadAttention::copy_weights(Projection which, const T* data, std::int6
     std::copy(data + r * ld, data + r * ld + cols, dst + r * dst_ld);
   }
   m.weights_set[index(which)] = true;
+  m.drop_tile_weights();  // the tile path packs the new values when it next runs
 }
 
 template <class T>

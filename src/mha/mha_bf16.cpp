@@ -1,6 +1,7 @@
 // MultiHeadAttention over bfloat16 activations: x widened exactly into a contiguous fp32 copy,
-// the fp32 layer (its GEMMs in fp32, its attention by config.fp32_precision), and out rounded
-// to nearest even once, from an fp32 result that is complete: an Error writes nothing.
+// the layer run as a bf16 layer (on a tile path its GEMMs and attention in bf16, mha_tiles.cpp;
+// otherwise the fp32 layer, its attention by config.fp32_precision), and out rounded to nearest
+// even once, from an fp32 result that is complete: an Error writes nothing.
 #include <string>
 #include <vector>
 
@@ -51,9 +52,10 @@ MhaRecord MultiHeadAttention::forward(const SequenceView<const bfloat16>& x,
   detail::check_sequence("out", out, d_model);
   const std::vector<float> x32 = widened(x);
   std::vector<float> out32 = staged_out(out);
-  const MhaRecord record =
-      forward(SequenceView<const float>{x32.data(), x.batch, x.seq, d_model, 0},
-              SequenceView<float>{out32.data(), out.batch, out.seq, d_model, 0}, mask, weights);
+  const SequenceView<const float> rows{x32.data(), x.batch, x.seq, d_model, 0};
+  const MhaRecord record = forward_rows(
+      rows, rows, true, SequenceView<float>{out32.data(), out.batch, out.seq, d_model, 0}, mask,
+      weights, true);
   narrow_into(out32, out);
   return record;
 }
@@ -68,10 +70,10 @@ MhaRecord MultiHeadAttention::forward(const SequenceView<const bfloat16>& x_q,
   detail::check_sequence("out", out, d_model);
   const std::vector<float> q32 = widened(x_q), kv32 = widened(x_kv);
   std::vector<float> out32 = staged_out(out);
-  const MhaRecord record =
-      forward(SequenceView<const float>{q32.data(), x_q.batch, x_q.seq, d_model, 0},
-              SequenceView<const float>{kv32.data(), x_kv.batch, x_kv.seq, d_model, 0},
-              SequenceView<float>{out32.data(), out.batch, out.seq, d_model, 0}, mask, weights);
+  const MhaRecord record = forward_rows(
+      SequenceView<const float>{q32.data(), x_q.batch, x_q.seq, d_model, 0},
+      SequenceView<const float>{kv32.data(), x_kv.batch, x_kv.seq, d_model, 0}, false,
+      SequenceView<float>{out32.data(), out.batch, out.seq, d_model, 0}, mask, weights, true);
   narrow_into(out32, out);
   return record;
 }

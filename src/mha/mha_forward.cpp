@@ -11,6 +11,7 @@
 #include "seqattn/error.hpp"
 #include "seqattn/mha.hpp"
 #include "src/gemm/gemm.hpp"
+#include "src/kernel/compute_path.hpp"
 #include "src/mha/mha_impl.hpp"
 #include "src/runtime/threads.hpp"
 #include "src/runtime/validate.hpp"
@@ -102,12 +103,7 @@ MhaRecord MultiHeadAttention::forward(const SequenceView<const float>& x,
                                       const SequenceView<float>& out, const Mask& mask,
                                       const std::optional<Tensor>& weights) {
   check_sequence("x", x, impl_->config.d_model);
-  if (impl_->config.sinusoidal_positions) {
-    std::vector<float> store;
-    const SequenceView<const float> xp = with_positions(x, store);
-    return run_forward(xp, xp, true, out, mask, weights);
-  }
-  return run_forward(x, x, true, out, mask, weights);
+  return forward_rows(x, x, true, out, mask, weights, false);
 }
 
 MhaRecord MultiHeadAttention::forward(const SequenceView<const float>& x_q,
@@ -116,14 +112,24 @@ MhaRecord MultiHeadAttention::forward(const SequenceView<const float>& x_q,
                                       const std::optional<Tensor>& weights) {
   check_sequence("x_q", x_q, impl_->config.d_model);
   check_sequence("x_kv", x_kv, impl_->config.d_model);
-  if (x_kv.batch != x_q.batch)
+  return forward_rows(x_q, x_kv, false, out, mask, weights, false);
+}
+
+// Checked views in; the sinusoidal positions added to copies when the layer has them.
+MhaRecord MultiHeadAttention::forward_rows(const SequenceView<const float>& x_q,
+                                           const SequenceView<const float>& x_kv, bool self,
+                                           const SequenceView<float>& out, const Mask& mask,
+                                           const std::optional<Tensor>& weights,
+                                           bool bf16_activations) {
+  if (!self && x_kv.batch != x_q.batch)
     detail::fail("x_kv.batch", str(x_q.batch) + " (x_q's batch)", str(x_kv.batch));
-  if (impl_->config.sinusoidal_positions) {
-    std::vector<float> q_store, kv_store;
-    return run_forward(with_positions(x_q, q_store), with_positions(x_kv, kv_store), false, out,
-                       mask, weights);
+  if (!impl_->config.sinusoidal_positions) {
+    return run_forward(x_q, x_kv, self, out, mask, weights, bf16_activations);
   }
-  return run_forward(x_q, x_kv, false, out, mask, weights);
+  std::vector<float> q_store, kv_store;
+  const SequenceView<const float> xq = with_positions(x_q, q_store);
+  const SequenceView<const float> xkv = self ? xq : with_positions(x_kv, kv_store);
+  return run_forward(xq, xkv, self, out, mask, weights, bf16_activations);
 }
 
 // Self-attention projects x once through the fused [W_Q | W_K | W_V]; cross attention projects
@@ -131,12 +137,15 @@ MhaRecord MultiHeadAttention::forward(const SequenceView<const float>& x_q,
 MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
                                           const SequenceView<const float>& xkv, bool self,
                                           const SequenceView<float>& out, const Mask& mask,
-                                          const std::optional<Tensor>& weights) {
+                                          const std::optional<Tensor>& weights,
+                                          bool bf16_activations) {
   Impl& m = *impl_;
   const auto start = Clock::now();
   const std::int64_t d_model = m.config.d_model, heads = m.config.num_heads;
   check_out(out, xq, d_model);
   m.check_ready();
+  const detail::ComputePath path = m.projection_path(bf16_activations);
+  const bool tiles = path != detail::ComputePath::kFp32;
   if (weights && m.config.output_projection) {
     const detail::ByteRange rw = detail::check_view("weights", weights->data, weights->shape,
                                                     weights->strides, sizeof(float));
@@ -172,7 +181,13 @@ MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
   MhaRecord record;
   const auto proj_start = Clock::now();
   const float* w = m.w_qkv.data();
-  if (self) {
+  if (tiles) {
+    m.pack_tile_weights();
+    m.tile_pack(xq.data, xq.stride(), rows_q);
+    m.tile_multiply(path, *m.tile_q, q, q_ld);
+    if (!self) m.tile_pack(xkv.data, xkv.stride(), rows_kv);  // self: x is packed already
+    m.tile_multiply(path, *m.tile_kv, kv, kv_ld);
+  } else if (self) {
     detail::sgemm(Transpose::kNo, Transpose::kNo, rows_q, m.qkv_width, d_model, 1.0f, xq.data,
                   xq.stride(), w, m.qkv_width, 0.0f, q, m.qkv_width, threads);
   } else {
@@ -208,11 +223,15 @@ MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
   options.threads = threads;
   options.rope = m.config.rope;
   options.alibi = m.config.alibi;
-  options.fp32_precision = m.config.fp32_precision;
+  // On tiles the layer is bf16 throughout: q, k and v are rounded as a bf16 module's would be.
+  options.fp32_precision = tiles ? Fp32Precision::kBf16 : m.config.fp32_precision;
   record.attention = attend(qv, kvw, vv, ov, options);
   const auto attn_stop = Clock::now();
 
-  if (m.config.output_projection) {
+  if (m.config.output_projection && tiles) {
+    m.tile_pack(concat, d_model, rows_q);
+    m.tile_multiply(path, *m.tile_o, out.data, out.stride());
+  } else if (m.config.output_projection) {
     detail::sgemm(Transpose::kNo, Transpose::kNo, rows_q, d_model, d_model, 1.0f, concat, d_model,
                   m.w_o.data(), d_model, 0.0f, out.data, out.stride(), threads);
   }
@@ -222,6 +241,7 @@ MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
   }
   const auto stop = Clock::now();
 
+  record.projection_path = std::string(detail::to_string(path));
   const double in = static_cast<double>(d_model);
   record.projection_flops =
       2.0 * in *

@@ -6,10 +6,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "seqattn/mha.hpp"
+#include "src/core/problem.hpp"
+#include "src/gemm/gemm_bf16_tiles.hpp"
 #include "src/runtime/checked_size.hpp"
 #include "src/runtime/validate.hpp"
 
@@ -28,6 +31,12 @@ struct MultiHeadAttention::Impl {
   std::vector<float> b_qkv, b_o;  // sized only when config.bias
   std::array<bool, 4> weights_set{};
   std::array<bool, 4> bias_set{};
+
+  // The tile path's operands (mha_tiles.cpp): W_Q, [W_K | W_V] and W_O rounded to bf16 and
+  // packed the first time a forward runs on tiles, dropped whenever a weight is set; and the
+  // packed activations of the GEMM being run.
+  std::optional<detail::TilePackedB> tile_q, tile_kv, tile_o;
+  detail::TilePackedA tile_a;
 
   // Projected activations, reused between calls (uninitialised: every element is written by a
   // beta = 0 GEMM before it is read).
@@ -60,6 +69,20 @@ struct MultiHeadAttention::Impl {
 
   // Throws Error naming the first weight or bias forward() needs that was never set.
   void check_ready() const;
+
+  // mha_tiles.cpp. The path of the projection GEMMs: a tile path (kAmxBf16, kAmxEmulated) when
+  // the layer runs in bf16 (bf16 activations, or config.fp32_precision = kBf16) and bf16
+  // operands take that path here (bf16_path_here(), which throws the Error of a forced path
+  // that cannot run); kFp32 otherwise.
+  detail::ComputePath projection_path(bool bf16_activations) const;
+  // tile_a = x [rows, d_model] (rows ldx apart) rounded to bf16 and packed; then
+  // C [rows, n] (rows ldc apart) = tile_a · w on `path`'s tiles.
+  void tile_pack(const float* x, std::int64_t ldx, std::int64_t rows);
+  void tile_multiply(detail::ComputePath path, const detail::TilePackedB& w, float* c,
+                     std::int64_t ldc) const;
+  // Packs the weights the tile path needs (once; set_weights drops them).
+  void pack_tile_weights();
+  void drop_tile_weights();
 };
 
 namespace detail {

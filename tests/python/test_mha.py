@@ -105,3 +105,26 @@ def test_a_bf16_module_loads_and_bf16_inputs_come_back_bf16():
     out32 = half(x.bfloat16().float())
     assert out32.dtype == torch.float32
     assert torch.equal(out32.bfloat16(), out)  # the same fp32 computation, rounded once
+
+
+@torch.no_grad()
+def test_a_bf16_module_on_the_emulated_amx_tiles_agrees_with_torch_in_bf16(monkeypatch):
+    """bf16 x runs the C++ layer as a bf16 layer: on a tile path (the AMX emulation, forced) its
+    GEMMs and attention take bf16 operands, as torch's own bf16 module does."""
+    monkeypatch.setenv("SEQATTN_COMPUTE_PATH", "amx-emulated")
+    try:
+        seqattn.bf16_compute_path()
+    except seqattn.Error as e:
+        pytest.skip(f"no tile path in this build: {e}")
+    m = torch_mha(True, True).bfloat16()
+    torch.manual_seed(12)
+    x = torch.randn(2, 9, 32).bfloat16()
+    want = reference(m, x, need_weights=False)[0]  # torch's bf16 module
+    ours = seqattn.MultiHeadAttention.from_torch(m)
+    out = ours(x)
+    assert out.dtype == torch.bfloat16 and out.shape == want.shape
+    scale = want.float().abs().max().item()
+    assert (out.float() - want.float()).abs().max().item() <= 3e-2 * scale
+    # The same layer run as fp32 with fp32_precision="bf16": the same bits, rounded once.
+    as_f32 = seqattn.MultiHeadAttention.from_torch(m, fp32_precision="bf16")
+    assert torch.equal(as_f32(x.float()).bfloat16(), out)
