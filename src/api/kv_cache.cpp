@@ -83,6 +83,8 @@ void check_batch_index(const KvCacheShape& s, std::int64_t b) {
 // Checks k [batches, H_kv, n, D] and v [batches, H_kv, n, D_v]; returns n.
 std::int64_t check_tokens(const KvCacheShape& s, std::int64_t batches, const AnyConstTensor& k,
                           const AnyConstTensor& v) {
+  detail::check_tensor_dtype("k", k.dtype);  // before dtype_size sizes the views by it
+  detail::check_tensor_dtype("v", v.dtype);
   detail::check_view("k", k.data, k.shape, k.strides, dtype_size(k.dtype));
   detail::check_view("v", v.data, v.shape, v.strides, dtype_size(v.dtype));
   if (v.dtype != k.dtype) {

@@ -65,6 +65,16 @@ void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs
   expect_cache_extent("capacity", c.capacity, s.seq_k);
   expect_cache_extent("dim", c.dim, s.dim);
   expect_cache_extent("dim_v", c.dim_v, s.dim_v);
+  // The new queries are the last S_q tokens of every sequence: a shorter sequence would put
+  // rows at negative positions (they used to come out as zeros).
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    if (cache.length(b) < s.seq_q) {
+      fail("q.shape[2] (S_q)",
+           "<= cache.length(" + str(b) + ") = " + str(cache.length(b)) +
+               " (the queries are the last S_q tokens of each sequence)",
+           str(s.seq_q), "append the new tokens' keys and values to the cache before the run");
+    }
+  }
   if (cache.mode() != KvCacheMode::kRing) return;
   if (!st.banded) {
     for (std::int64_t b = 0; b < c.batch; ++b) {

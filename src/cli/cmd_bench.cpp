@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "seqattn/error.hpp"
 #include "src/cli/commands.hpp"
@@ -22,7 +24,8 @@ struct BenchFlags {
   CLI::Option* seq_q_opt = nullptr;
   std::int64_t seq_q = 0;     // with --seq-q: new queries over a KvCache of S_k = --seq tokens
   std::string dtype = "f32";  // q and out (and k/v unless --kv-dtype)
-  std::string kv_dtype;       // k/v, or the KvCache's dtype with --seq-q; default --dtype
+  // k/v, or the KvCache's dtype with --seq-q; not given: --dtype ('' is refused, not default).
+  std::optional<std::string> kv_dtype;
   std::string fp32_precision = "ieee";
   bool causal = false;
   int threads = 0;
@@ -93,7 +96,7 @@ void bench(BenchFlags f) {
   if (f.kv_heads_opt->count() == 0) f.shape.kv_heads = f.shape.heads;
   if (f.seq_q_opt->count() > 0) check_positive(f.seq_q, "--seq-q");
   f.shape.dtype = parse_dtype(f.dtype, "--dtype");
-  f.shape.kv_dtype = f.kv_dtype.empty() ? f.shape.dtype : parse_dtype(f.kv_dtype, "--kv-dtype");
+  f.shape.kv_dtype = f.kv_dtype ? parse_dtype(*f.kv_dtype, "--kv-dtype") : f.shape.dtype;
   const std::string dtypes = std::string(to_string(f.shape.dtype)) + "/" +
                              std::string(to_string(f.shape.kv_dtype)) + " (q,out/k,v)";
   AttentionOptions options;

@@ -26,7 +26,9 @@ struct RunFlags {
   int threads = 0;
   std::string layout = "bhsd";
   std::string fp32_precision = "ieee";
-  std::string dtype;  // of out; empty: q's. "bf16" also reads '<u2' inputs as bfloat16 bits
+  // Of out; not given: q's. "bf16" also reads '<u2' inputs as bfloat16 bits. Optional, so that
+  // an empty value is refused instead of taken for "not given".
+  std::optional<std::string> dtype;
   bool json = false;
   VariantFlags variant;
   PositionalFlags positional;
@@ -114,15 +116,17 @@ void run(const RunFlags& f) {
   options.threads = f.threads;
   options.fp32_precision = parse_fp32_precision(f.fp32_precision, "--fp32-precision");
 
-  const bool bf16 = f.dtype == "bf16";
-  if (!f.dtype.empty()) parse_dtype(f.dtype, "--dtype");
+  // Parsed before any file is read, so a bad value is named first.
+  const bool dtype_given = f.dtype.has_value();
+  const DType wanted = dtype_given ? parse_dtype(*f.dtype, "--dtype") : DType::kF32;
+  const bool bf16 = dtype_given && wanted == DType::kBF16;
   const Input q = load_input(f.q, "--q", bshd_layout, bf16);
   const Input k = load_input(f.k, "--k", bshd_layout, bf16);
   const Input v = load_input(f.v, "--v", bshd_layout, bf16);
   const std::int64_t batch = q.view.shape[0], heads = q.view.shape[1], seq_q = q.view.shape[2];
   const std::int64_t seq_k = k.view.shape[2];
   const bool as_matrix = q.array.rank() == 2;
-  const DType out_dtype = f.dtype.empty() ? q.array.dtype : parse_dtype(f.dtype, "--dtype");
+  const DType out_dtype = dtype_given ? wanted : q.array.dtype;
 
   Output out = make_output(batch, heads, seq_q, v.view.shape[3], as_matrix, bshd_layout, out_dtype);
   std::optional<Output> weights, lse;

@@ -49,10 +49,7 @@ void copy_view(const TensorView<const Src>& src, const TensorView<Dst>& dst) {
 
 ByteRange bind_any(const std::string& name, const AnyConstTensor& view,
                    const std::array<std::int64_t, 4>& planned) {
-  if (view.dtype != DType::kF32 && view.dtype != DType::kBF16 && view.dtype != DType::kF16) {
-    fail(name + ".dtype", "DType::kF32, kBF16 or kF16",
-         std::to_string(static_cast<int>(view.dtype)) + " (not a DType)");
-  }
+  check_tensor_dtype(name, view.dtype);
   const ByteRange range =
       check_view(name, view.data, view.shape, view.strides, dtype_size(view.dtype));
   if (view.shape != planned) {

@@ -78,15 +78,26 @@ std::string shape_text(const std::array<std::int64_t, 4>& shape) {
   return s.str();
 }
 
+void check_tensor_dtype(const std::string& name, DType dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) {
+    fail(name + ".dtype", "DType::kF32, kBF16 or kF16",
+         std::to_string(static_cast<int>(dtype)) + " (not a DType)");
+  }
+}
+
 ByteRange check_view(const std::string& name, const void* data,
                      const std::array<std::int64_t, 4>& shape,
                      const std::array<std::int64_t, 4>& strides, std::size_t element_size) {
+  // Extents first: an empty tensor (PyTorch gives it a null data pointer) is named by its
+  // zero-size axis, not by the pointer.
+  for (int a = 0; a < 4; ++a) {
+    if (shape[a] < 1)
+      fail(name + ".shape[" + str(a) + "] (" + axis_label(name, a) + ")", ">= 1", str(shape[a]));
+  }
   if (data == nullptr) fail(name + ".data", "a non-null pointer", "nullptr");
   std::int64_t last_offset = 0;  // element offset of the last element
   std::int64_t count = 1;
   for (int a = 0; a < 4; ++a) {
-    if (shape[a] < 1)
-      fail(name + ".shape[" + str(a) + "] (" + axis_label(name, a) + ")", ">= 1", str(shape[a]));
     if (strides[a] < 0) {
       fail(name + ".strides[" + str(a) + "]", ">= 0", str(strides[a]),
            "negative strides are not supported; pass a view over the reversed data instead");

@@ -28,6 +28,10 @@ struct ByteRange {
   bool overlaps(const ByteRange& o) const { return first < o.last && o.first < last; }
 };
 
+// Fails (naming `name`.dtype) unless dtype is one a tensor may have: kF32, kBF16 or kF16. A
+// value outside the enum would otherwise be sized as one type and read as another.
+void check_tensor_dtype(const std::string& name, DType dtype);
+
 // Checks data != nullptr, every extent >= 1, strides >= 0, no size overflow; returns the range.
 ByteRange check_view(const std::string& name, const void* data,
                      const std::array<std::int64_t, 4>& shape,

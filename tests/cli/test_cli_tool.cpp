@@ -392,6 +392,12 @@ TEST_F(CliTest, RunReadsAndWritesHalfPrecisionFiles) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("'--dtype'"), std::string::npos) << r.err;
   EXPECT_FALSE(exists("out16.npy"));
+  // An empty --dtype is refused too (it used to be taken for "not given": q's dtype).
+  r = run("run --q " + path("q.npy") + " --k " + path("k.npy") + " --v " + path("v.npy") +
+          " --out " + path("out16.npy") + " --dtype ''");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("'--dtype'"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists("out16.npy"));
 }
 
 // Output paths are checked before anything is computed, two outputs may not share a file, and
@@ -484,6 +490,9 @@ TEST_F(CliTest, BenchTakesDtypesAndCountsStoredCacheBytes) {
   EXPECT_NEAR(j["gflops"].get<double>(), flops / median_seconds * 1e-9,
               1e-12 * j["gflops"].get<double>());
   r = run("bench --seq 64 --kv-dtype int8");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("'--kv-dtype'"), std::string::npos) << r.err;
+  r = run("bench --seq 64 --kv-dtype ''");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("'--kv-dtype'"), std::string::npos) << r.err;
 }

@@ -71,6 +71,13 @@ TEST(KvCacheErrors, AppendBadShapesAndCapacity) {
   ConstTensor null_k = k60;
   null_k.data = nullptr;
   expect_error([&] { f.cache.append(1, null_k, v60); }, "k.data", ErrorKind::kInvalidArgument);
+  // A dtype outside the enum: once sized as 2-byte elements and read as floats, past the view.
+  AnyConstTensor bad_k = k60, bad_v = v60;
+  bad_k.dtype = bad_v.dtype = static_cast<DType>(7);
+  expect_error([&] { f.cache.append(1, bad_k, bad_v); }, "k.dtype", ErrorKind::kInvalidArgument);
+  AnyConstTensor bad_v_only = v60;
+  bad_v_only.dtype = static_cast<DType>(-1);
+  expect_error([&] { f.cache.append(1, k60, bad_v_only); }, "v.dtype", ErrorKind::kInvalidArgument);
   // All batches: one full sequence refuses the whole append.
   OwnedTensor k2 = testing::make_tensor(2, 2, 60, 16, testing::Layout::kBHSD, 1);
   OwnedTensor v2 = testing::make_tensor(2, 2, 60, 8, testing::Layout::kBHSD, 2);
@@ -88,6 +95,27 @@ TEST(KvCacheErrors, AppendBadShapesAndCapacity) {
       },
       "'shape'", ErrorKind::kInvalidArgument);
   expect_error([&] { (void)f.cache.length(5); }, "'batch'", ErrorKind::kInvalidArgument);
+}
+
+// The new queries are the last S_q tokens of each sequence: a sequence shorter than S_q would
+// put rows at negative positions.
+TEST(KvCacheErrors, MoreQueriesThanASequenceHoldsIsAnError) {
+  Fixture f;  // lengths 100 and 30
+  OwnedTensor q = testing::make_tensor(2, 4, 31, 16, testing::Layout::kBHSD, 5);
+  OwnedTensor out = make_zeros(2, 4, 31, 8);
+  std::fill(out.storage.begin(), out.storage.end(), kSentinel);
+  expect_error([&] { attend(q.cview(), f.cache, out.view); }, "q.shape[2] (S_q)",
+               ErrorKind::kInvalidArgument);
+  try {
+    attend(q.cview(), f.cache, out.view);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cache.length(1) = 30"), std::string::npos) << e.what();
+  }
+  for (float x : out.storage) ASSERT_EQ(x, kSentinel) << "out was written";
+  OwnedTensor q30 = testing::make_tensor(2, 4, 30, 16, testing::Layout::kBHSD, 5);
+  OwnedTensor out30 = make_zeros(2, 4, 30, 8);
+  EXPECT_NO_THROW(attend(q30.cview(), f.cache, out30.view));  // S_q = the shorter length
+  f.expect_untouched();
 }
 
 TEST(KvCacheErrors, AttentionBadArguments) {

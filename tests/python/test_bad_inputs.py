@@ -105,6 +105,14 @@ def test_torch_specific_refusals(qkv):
     with torch.no_grad():  # allowed: nothing to differentiate
         assert seqattn.attention(q, k, v).shape == (1, 2, 5, 8)
     q = q.detach()
+    # PyTorch gives an empty tensor a null data pointer: the zero-size axis is what is named.
+    for axis, label in enumerate(("batch", "heads", "seq", "dim")):
+        shape = list(q.shape)
+        shape[axis] = 0
+        with pytest.raises(ValueError, match=rf"q\.shape\[{axis}\] \({label}\)"):
+            seqattn.attention(torch.zeros(shape), k, v)
+    with pytest.raises(ValueError, match=r"k\.shape\[2\] \(seq\)"):
+        seqattn.attention(q, torch.zeros(1, 2, 0, 8), torch.zeros(1, 2, 0, 8))
     with pytest.raises(TypeError, match="strided"):
         seqattn.attention(q.to_sparse(), k, v)
     with pytest.raises(TypeError, match="device meta"):
