@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "seqattn/variant_params.hpp"
+#include "src/kernel/decode/cache_rule.hpp"
 #include "variants/attention_variant.hpp"
 
 namespace seqattn::detail {
@@ -50,6 +51,10 @@ struct VariantRow {
   // Its attention products run on the tile kernel (flash_forward), so the bf16 compute paths
   // apply to it (docs/architecture.md, "Compute paths"); false: they run in fp32.
   bool tile_kernel = false;
+  // Whether and how it runs over a KvCache, on the decode kernel (src/kernel/decode/): null
+  // when it does not (a cache run then names the variant in an Error), otherwise the key
+  // visibility its spec gives the kernel.
+  CacheRule (*over_cache)(const ConcreteSpec& spec) = nullptr;
   // Sets the spec's fields from the given parameters (only this variant's parameters are
   // present: the caller refuses the others). `spec` holds this variant's alternative.
   void (*apply)(const ParamReader& params, ConcreteSpec& spec) = nullptr;

@@ -1,5 +1,5 @@
 // KvCache: validation and packing of appended tokens into the kernel's block layout
-// (variants/kv_cache/packed_kv.hpp). Appends pack only the new tokens.
+// (src/kernel/decode/packed_kv.hpp). Appends pack only the new tokens.
 #include "seqattn/kv_cache.hpp"
 
 #include <hwy/aligned_allocator.h>

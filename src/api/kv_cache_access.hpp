@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "seqattn/kv_cache.hpp"
-#include "variants/kv_cache/packed_kv.hpp"
+#include "src/kernel/decode/packed_kv.hpp"
 
 namespace seqattn::detail {
 

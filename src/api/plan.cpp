@@ -39,20 +39,16 @@ Resolved resolve(const VariantSpec& requested, const detail::Problem& p) {
   return {as_variant_spec(sel.spec), std::move(sel.reason)};
 }
 
-// The cache path's structure: the split and, for a sliding window, the band and globals.
+// The cache path's structure: the row's rule (none for a variant that does not run over a
+// cache), the split and the workspace.
 void plan_cache_path(detail::PlanState& st) {
   const AttentionShape& s = st.shape;
-  st.split = detail::cache_split(s.batch, s.heads_kv, s.heads_q / s.heads_kv, s.seq_q, s.seq_k);
-  if (const auto* w = std::get_if<SlidingWindowSpec>(&st.spec)) {
-    st.banded = true;
-    // Positions are absolute in a cache; a reach past 2^40 is the same as unbounded and
-    // keeps pos ± reach from overflowing.
-    st.left = std::min<std::int64_t>(w->left, std::int64_t{1} << 40);
-    st.right = std::min<std::int64_t>(w->right, std::int64_t{1} << 40);
-    st.globals = w->global_tokens;
-    std::sort(st.globals.begin(), st.globals.end());
-    st.globals.erase(std::unique(st.globals.begin(), st.globals.end()), st.globals.end());
+  const detail::VariantRow& row = detail::row_of(st.id);
+  if (row.over_cache != nullptr) {
+    const std::optional<ConcreteSpec> concrete = as_concrete_spec(st.spec);
+    if (concrete) st.cache_rule = row.over_cache(*concrete);
   }
+  st.split = detail::cache_split(s.batch, s.heads_kv, s.heads_q / s.heads_kv, s.seq_q, s.seq_k);
   st.cache_workspace_bytes = 4 * detail::cache_workspace_floats(st.split, s.batch, s.heads_kv,
                                                                 s.dim, s.dim_v, st.planned.threads);
 }

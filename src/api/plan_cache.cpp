@@ -5,6 +5,7 @@
 #include "src/api/plan_state.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/validate.hpp"
+#include "variants/variant_row.hpp"
 
 namespace seqattn::detail {
 namespace {
@@ -14,6 +15,16 @@ std::string str(std::int64_t x) { return std::to_string(x); }
 [[noreturn]] void unsupported(const std::string& option, const std::string& why) {
   throw Error(ErrorKind::kUnsupported, option, "an option attention over a KvCache honours",
               option + " is set", why);
+}
+
+// The rows of the table that run over a cache, e.g. "dense, sliding-window".
+std::string variants_over_cache() {
+  std::string names;
+  for (const Variant v : concrete_variants()) {
+    if (row_of(v).over_cache == nullptr) continue;
+    names += (names.empty() ? "" : ", ") + std::string(to_string(v));
+  }
+  return names;
 }
 
 void expect_cache_extent(const char* name, std::int64_t actual, std::int64_t planned) {
@@ -45,11 +56,12 @@ void check_cache_rope(const PlanState& st, const KvCacheShape& c) {
 }  // namespace
 
 void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs& outputs) {
-  if (st.id != Variant::kDense && st.id != Variant::kSlidingWindow) {
-    unsupported("variant",
-                "a KvCache holds softmax keys and values: use dense or sliding-window "
-                "(linear attention's recurrent state is LinearAttentionState)");
+  if (!st.cache_rule) {
+    unsupported("variant", std::string(to_string(st.id)) +
+                               " does not run over a KvCache: use one of " + variants_over_cache() +
+                               " (linear attention's recurrent state is LinearAttentionState)");
   }
+  const CacheRule& rule = *st.cache_rule;
   const Mask& mask = st.options.mask;
   if (!mask.key_lengths.empty()) {
     unsupported("mask.key_lengths", "the cache's own per-sequence lengths are the key lengths");
@@ -76,7 +88,7 @@ void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs
     }
   }
   if (cache.mode() != KvCacheMode::kRing) return;
-  if (!st.banded) {
+  if (!rule.banded) {
     for (std::int64_t b = 0; b < c.batch; ++b) {
       if (cache.length(b) > c.capacity) {
         fail("cache.length(" + str(b) + ")",
@@ -87,14 +99,15 @@ void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs
     }
     return;
   }
-  if (!st.globals.empty()) {
+  if (!rule.globals.empty()) {
     unsupported("sliding_window.global_tokens",
                 "a ring drops old tokens, global ones too: use KvCacheMode::kLinear");
   }
-  if (st.left > c.capacity - s.seq_q) {
+  if (rule.left > c.capacity - s.seq_q) {
     fail("sliding_window.left",
          "<= capacity - S_q = " + str(c.capacity) + " - " + str(s.seq_q) + " for a ring cache",
-         str(st.left), "every key the new queries see must still be in the ring: enlarge the ring");
+         str(rule.left),
+         "every key the new queries see must still be in the ring: enlarge the ring");
   }
 }
 
@@ -106,10 +119,10 @@ CacheProblem cache_problem(const PlanState& st, const Problem& bound, const Pack
   p.kv = kv;
   p.scale = bound.scale;
   p.causal = st.options.mask.causal;
-  p.banded = st.banded;
-  p.left = st.left;
-  p.right = st.right;
-  p.globals = &st.globals;
+  p.banded = st.cache_rule->banded;
+  p.left = st.cache_rule->left;
+  p.right = st.cache_rule->right;
+  p.globals = &st.cache_rule->globals;
   p.group = bound.group();
   p.split = st.split;
   p.threads = bound.threads;

@@ -4,12 +4,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "seqattn/plan.hpp"
+#include "src/kernel/decode/cache_attention.hpp"
+#include "src/kernel/decode/cache_rule.hpp"
 #include "variants/attention_variant.hpp"
-#include "variants/kv_cache/cache_attention.hpp"
 
 namespace seqattn::detail {
 
@@ -23,11 +25,10 @@ struct PlanState {
   const AttentionVariant* impl = nullptr;
   std::shared_ptr<const PreparedVariant> prepared;
   Cost cost;
-  // Attention over a KvCache (dense and sliding window).
+  // Attention over a KvCache: the row's rule (VariantRow::over_cache), unset for a variant that
+  // does not run over a cache; the split and workspace of the decode kernel.
+  std::optional<CacheRule> cache_rule;
   CacheSplit split;
-  bool banded = false;
-  std::int64_t left = 0, right = 0;
-  std::vector<std::int64_t> globals;  // sorted, unique
   std::size_t cache_workspace_bytes = 0;
 };
 

@@ -126,6 +126,14 @@ TEST(KvCacheErrors, AttentionBadArguments) {
   AttentionOptions linear;
   linear.variant = LinearSpec{};
   expect_error([&] { run_with(linear); }, "'variant'", ErrorKind::kUnsupported);
+  try {  // the rows whose over_cache is set, from the table
+    run_with(linear);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("linear does not run over a KvCache: use one of dense, "
+                                         "sliding-window"),
+              std::string::npos)
+        << e.what();
+  }
   AttentionOptions lengths;
   lengths.mask.key_lengths = {1, 1};
   expect_error([&] { run_with(lengths); }, "mask.key_lengths", ErrorKind::kUnsupported);

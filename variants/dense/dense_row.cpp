@@ -9,6 +9,7 @@ const VariantRow& dense_row() {
       .auto_may_choose = true,
       .quadratic = true,
       .tile_kernel = true,
+      .over_cache = [](const ConcreteSpec&) { return CacheRule{}; },  // every stored key
       .apply = [](const ParamReader&, ConcreteSpec&) {},
       .params_of = [](const ConcreteSpec&) { return VariantParams{}; },
       .describe = [](const ConcreteSpec&) { return std::string("exact"); },

@@ -1,5 +1,7 @@
 // The sliding window's row of the variant table. `window` sets both reaches, so it applies
 // before `window_right`.
+#include <algorithm>
+
 #include "variants/variant_row.hpp"
 
 namespace seqattn::detail {
@@ -12,6 +14,18 @@ const VariantRow& sliding_window_row() {
                       ParameterKind::kIntegers}},
       .auto_may_choose = true,
       .tile_kernel = true,
+      .over_cache =
+          [](const ConcreteSpec& spec) {
+            const auto& w = std::get<SlidingWindowSpec>(spec);
+            // A reach past 2^40 is the same as unbounded and keeps pos ± reach from overflowing.
+            constexpr std::int64_t kReach = std::int64_t{1} << 40;
+            CacheRule rule{true, std::min(w.left, kReach), std::min(w.right, kReach),
+                           w.global_tokens};
+            std::sort(rule.globals.begin(), rule.globals.end());
+            rule.globals.erase(std::unique(rule.globals.begin(), rule.globals.end()),
+                               rule.globals.end());
+            return rule;
+          },
       .apply =
           [](const ParamReader& params, ConcreteSpec& spec) {
             auto& s = std::get<SlidingWindowSpec>(spec);

@@ -2,7 +2,7 @@
 // per-target CacheWorker, compiled for every Highway target and dispatched at run time.
 // The xsimd build uses this Highway kernel too (see docs/architecture.md).
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "variants/kv_cache/cache_attention.cpp"
+#define HWY_TARGET_INCLUDE "src/kernel/decode/cache_attention.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
@@ -11,17 +11,20 @@
 #include <array>
 #include <utility>
 
+#include "src/kernel/decode/cache_attention.hpp"
 #include "src/kernel/flash_kernel_deps.hpp"
 #include "src/runtime/element_types.hpp"
 #include "src/simd/exp2-inl.h"
 #include "src/simd/highway_ops-inl.h"
-#include "variants/kv_cache/cache_attention.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace seqattn::detail::HWY_NAMESPACE {
 using simd::HWY_NAMESPACE::Exp2NonPositive;
-#include "src/kernel/flash_tiles_body.inc"       // IWYU pragma: keep
-#include "variants/kv_cache/cache_worker-inl.h"  // IWYU pragma: keep
+// The flash kernel's micro-kernels first: the worker is written over them.
+#include "src/kernel/flash_tiles_body.inc"  // IWYU pragma: keep
+// clang-format off
+#include "src/kernel/decode/cache_worker-inl.h"  // IWYU pragma: keep
+// clang-format on
 
 // Combines the chunks of one row tile in chunk order (fixed, so bitwise reproducible):
 // O = Σ_c O_c·2^(m_c - M), l = Σ_c l_c·2^(m_c - M), M = max_c m_c.

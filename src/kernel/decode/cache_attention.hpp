@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "seqattn/tensor.hpp"
+#include "src/kernel/decode/packed_kv.hpp"
 #include "src/runtime/positional.hpp"
-#include "variants/kv_cache/packed_kv.hpp"
 
 namespace seqattn::detail {
 
