@@ -84,8 +84,10 @@ struct float16 {
 
 static_assert(sizeof(bfloat16) == 2 && sizeof(float16) == 2);
 
-// The element type of a tensor.
-enum class DType { kF32, kBF16, kF16 };
+// The element type of a tensor (kF32, kBF16, kF16), or of a KvCache's storage, which may also
+// be kI8: int8 with one fp32 scale per token and kv head (KvCacheShape::dtype). A tensor view
+// of dtype kI8 is refused with an Error naming its dtype.
+enum class DType { kF32, kBF16, kF16, kI8 };
 
 template <class T>
 constexpr DType dtype_of();
@@ -106,11 +108,12 @@ template <class T>
 concept Element =
     std::is_same_v<T, float> || std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>;
 
-constexpr std::size_t dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
+// Bytes of one element (kI8: without its share of the scales).
+constexpr std::size_t dtype_size(DType t) { return t == DType::kF32 ? 4 : t == DType::kI8 ? 1 : 2; }
 
-// "f32", "bf16", "f16" (the CLI's --dtype spellings).
+// "f32", "bf16", "f16", "i8" (the CLI's --dtype / --kv-dtype spellings).
 constexpr std::string_view to_string(DType t) {
-  return t == DType::kF32 ? "f32" : t == DType::kBF16 ? "bf16" : "f16";
+  return t == DType::kF32 ? "f32" : t == DType::kBF16 ? "bf16" : t == DType::kI8 ? "i8" : "f16";
 }
 
 }  // namespace seqattn

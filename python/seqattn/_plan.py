@@ -15,7 +15,8 @@ class KvCache:
     """Keys and values of past tokens in the layout the kernel reads (see kv_cache.hpp).
 
     KvCache(batch, heads_kv, capacity, dim, dim_v=None, *, dtype="float32", mode="linear").
-    dtype: "float32", "bfloat16" or "float16" (or a numpy/torch dtype); mode: "linear"
+    dtype: "float32", "bfloat16", "float16" (or a numpy/torch dtype) or "int8" (one scale per
+    token and kv head, max|row| / 127; a non-finite token is refused); mode: "linear"
     (positions 0, 1, ...; appending past capacity is an error) or "ring" (the last `capacity`
     tokens, for sliding-window models). rope: as attention()'s; each appended key is rotated
     once at its position, and plans over the cache must carry the same rope. Appends and runs

@@ -16,7 +16,8 @@ DType parse_dtype(const std::string& name) {
   if (name == "float32" || name == "f32") return DType::kF32;
   if (name == "bfloat16" || name == "bf16") return DType::kBF16;
   if (name == "float16" || name == "f16") return DType::kF16;
-  value_fail("dtype", "'float32', 'bfloat16' or 'float16'", "'" + name + "'");
+  if (name == "int8" || name == "i8") return DType::kI8;
+  value_fail("dtype", "'float32', 'bfloat16', 'float16' or 'int8'", "'" + name + "'");
 }
 
 KvCacheMode parse_mode(const std::string& name) {
@@ -85,6 +86,7 @@ void register_cache(py::module_& m) {
         d["dim_v"] = s.dim_v;
         d["dtype"] = std::string(s.dtype == DType::kF32    ? "float32"
                                  : s.dtype == DType::kBF16 ? "bfloat16"
+                                 : s.dtype == DType::kI8   ? "int8"
                                                            : "float16");
         d["mode"] = std::string(c.cache.mode() == KvCacheMode::kLinear ? "linear" : "ring");
         return d;

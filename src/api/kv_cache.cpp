@@ -1,16 +1,19 @@
 // KvCache: validation and packing of appended tokens into the kernel's block layout
-// (src/kernel/decode/packed_kv.hpp). Appends pack only the new tokens.
+// (src/kernel/decode/packed_kv.hpp), quantised to int8 for a kI8 cache. Appends pack only the
+// new tokens.
 #include "seqattn/kv_cache.hpp"
 
 #include <hwy/aligned_allocator.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "src/api/kv_cache_access.hpp"
 #include "src/runtime/element_types.hpp"
+#include "src/runtime/int8_rows.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/validate.hpp"
 
@@ -23,6 +26,10 @@ struct KvCache::Impl {
   std::int64_t k_elems = 0, v_elems = 0;  // per (batch, kv head)
   std::size_t elem_bytes = 4;             // of shape.dtype
   hwy::AlignedFreeUniquePtr<std::uint8_t[]> k, v;
+  // kI8 only: one scale per token slot of each (batch, kv head), for K and for V, laid out like
+  // the slots ([blocks][64] per pair).
+  hwy::AlignedFreeUniquePtr<float[]> k_scale, v_scale;
+  std::int64_t scale_elems = 0;  // per pair: blocks·64 (0 unless kI8)
   std::vector<std::int64_t> lengths;
   std::optional<detail::RopeTables> rope;  // frequencies only (shape.rope, validated)
 
@@ -41,6 +48,10 @@ struct KvCache::Impl {
     };
     std::memset(k.get() + static_cast<std::size_t>(b) * bytes(k_elems), 0, bytes(k_elems));
     std::memset(v.get() + static_cast<std::size_t>(b) * bytes(v_elems), 0, bytes(v_elems));
+    if (scale_elems == 0) return;
+    const std::int64_t per_batch = shape.heads_kv * scale_elems;
+    std::fill_n(k_scale.get() + b * per_batch, per_batch, 0.0f);
+    std::fill_n(v_scale.get() + b * per_batch, per_batch, 0.0f);
   }
   // Throws Error when sequence b cannot take n more tokens.
   void check_room(std::int64_t b, std::int64_t n) const;
@@ -50,18 +61,34 @@ struct KvCache::Impl {
   template <class Src, class Dst>
   void pack_typed(const TensorView<const Src>& k, const TensorView<const Src>& v,
                   std::int64_t first_batch, std::int64_t batches);
-  // Key src (stride `step`) rotated at index `index` into a transposed block column dst;
-  // row: 3·D floats of scratch.
-  template <class Src, class Dst>
-  void rotate_key(const Src* src, std::int64_t step, std::int64_t index, float* row,
-                  Dst* dst) const {
-    const std::int64_t dim = shape.dim, half = rope->half;
+  // kI8: every token's scales first, an Error naming k or v for a
+  // non-finite row before anything is written; then the quantised rows.
+  template <class Src>
+  void pack_int8(const TensorView<const Src>& k, const TensorView<const Src>& v,
+                 std::int64_t first_batch, std::int64_t batches);
+  // Token `index` of key row src (stride `step`) widened, rotated at its position with rope,
+  // into row[0, D); row holds 3·D floats of scratch.
+  template <class Src>
+  void widen_key(const Src* src, std::int64_t step, std::int64_t index, float* row) const {
+    const std::int64_t dim = shape.dim;
+    if (!rope) {
+      for (std::int64_t d = 0; d < dim; ++d) row[d] = detail::convert_element<float>(src[d * step]);
+      return;
+    }
+    const std::int64_t half = rope->half;
     float* wide = row + dim;
     float* cos = row + 2 * dim;
     for (std::int64_t d = 0; d < dim; ++d) wide[d] = detail::convert_element<float>(src[d * step]);
     detail::rope_angles(*rope, rope->options.offset + index, cos, cos + half);
     detail::rotate_row(wide, 1, dim, 1.0f, *rope, cos, cos + half, row);
-    for (std::int64_t d = 0; d < dim; ++d)
+  }
+  // Key src (stride `step`) rotated at index `index` into a transposed block column dst;
+  // row: 3·D floats of scratch.
+  template <class Src, class Dst>
+  void rotate_key(const Src* src, std::int64_t step, std::int64_t index, float* row,
+                  Dst* dst) const {
+    widen_key(src, step, index, row);
+    for (std::int64_t d = 0; d < shape.dim; ++d)
       dst[d * detail::kKvBlock] = detail::convert_element<Dst>(row[d]);
   }
 };
@@ -121,6 +148,13 @@ void KvCache::Impl::check_room(std::int64_t b, std::int64_t n) const {
 
 void KvCache::Impl::pack(const AnyConstTensor& k, const AnyConstTensor& v, std::int64_t first_batch,
                          std::int64_t batches) {
+  if (shape.dtype == DType::kI8) {
+    detail::visit_element(k.dtype, [&](auto src) {
+      using Src = decltype(src);
+      pack_int8<Src>(k.as<Src>(), v.as<Src>(), first_batch, batches);
+    });
+    return;
+  }
   detail::visit_element(k.dtype, [&](auto src) {
     using Src = decltype(src);
     detail::visit_element(shape.dtype, [&](auto dst) {
@@ -165,6 +199,68 @@ void KvCache::Impl::pack_typed(const TensorView<const Src>& k, const TensorView<
   for (std::int64_t lb = 0; lb < batches; ++lb) lengths[static_cast<size_t>(first_batch + lb)] += n;
 }
 
+// int8: per token and kv head, scale = max|x| / 127 of the (rotated) key row and of the value
+// row (src/runtime/int8_rows.hpp). All scales are computed before any write, so a non-finite
+// row (which int8 cannot hold) is an Error that leaves the cache as it was.
+template <class Src>
+void KvCache::Impl::pack_int8(const TensorView<const Src>& k, const TensorView<const Src>& v,
+                              std::int64_t first_batch, std::int64_t batches) {
+  const std::int64_t n = k.shape[2], heads = shape.heads_kv, dim = shape.dim;
+  const std::int64_t slots = blocks * kKvBlock;
+  const std::int64_t skip = mode == KvCacheMode::kRing ? std::max<std::int64_t>(n - slots, 0) : 0;
+  const std::int64_t pairs = batches * heads;
+  std::vector<float> scales(static_cast<std::size_t>(pairs * n * 2));  // [pair][t][k, v]
+  auto for_pairs = [&](auto&& body) {
+    const double floats = static_cast<double>(pairs * (n - skip) * (dim + shape.dim_v));
+#pragma omp parallel for schedule(static) if (floats > (1 << 18) && pairs > 1)
+    for (std::int64_t pair = 0; pair < pairs; ++pair) {
+      std::vector<float> row(static_cast<std::size_t>(3 * std::max(dim, shape.dim_v)));
+      const std::int64_t lb = pair / heads, hk = pair % heads;
+      const std::int64_t start = lengths[static_cast<size_t>(first_batch + lb)];
+      for (std::int64_t t = skip; t < n; ++t) {
+        body(pair, lb, hk, start, t, row.data(), scales.data() + (pair * n + t) * 2);
+      }
+    }
+  };
+  auto widen_value = [&](const Src* src, float* row) {
+    for (std::int64_t d = 0; d < shape.dim_v; ++d)
+      row[d] = detail::convert_element<float>(src[d * v.strides[3]]);
+  };
+  for_pairs([&](std::int64_t, std::int64_t lb, std::int64_t hk, std::int64_t start, std::int64_t t,
+                float* row, float* scale) {
+    widen_key(k.ptr(lb, hk, t), k.strides[3], start + t, row);
+    scale[0] = detail::int8_row_scale(row, dim);
+    widen_value(v.ptr(lb, hk, t), row);
+    scale[1] = detail::int8_row_scale(row, shape.dim_v);
+  });
+  for (std::int64_t pair = 0; pair < pairs; ++pair) {
+    for (std::int64_t t = skip; t < n; ++t) {
+      for (int which = 0; which < 2; ++which) {
+        if (std::isfinite(scales[static_cast<std::size_t>((pair * n + t) * 2 + which)])) continue;
+        fail(which == 0 ? "k" : "v",
+             "finite values (an int8 cache stores max|row| / 127 per token)",
+             "a non-finite value in batch " + str(pair / heads) + ", kv head " + str(pair % heads) +
+                 ", token " + str(t) + (which == 0 && rope ? " (after RoPE)" : ""),
+             "store this cache as f32, bf16 or f16 to keep non-finite values");
+      }
+    }
+  }
+  for_pairs([&](std::int64_t, std::int64_t lb, std::int64_t hk, std::int64_t start, std::int64_t t,
+                float* row, const float* scale) {
+    const std::int64_t b = first_batch + lb, slot = (start + t) % slots;
+    const std::int64_t pair_index = b * heads + hk;
+    auto* kb = k_pair<std::int8_t>(b, hk) + slot / kKvBlock * kKvBlock * dim + slot % kKvBlock;
+    widen_key(k.ptr(lb, hk, t), k.strides[3], start + t, row);
+    detail::quantize_int8_row(row, dim, scale[0], kb, kKvBlock);
+    widen_value(v.ptr(lb, hk, t), row);
+    detail::quantize_int8_row(row, shape.dim_v, scale[1],
+                              v_pair<std::int8_t>(b, hk) + slot * dv_pad, 1);
+    k_scale[static_cast<std::size_t>(pair_index * scale_elems + slot)] = scale[0];
+    v_scale[static_cast<std::size_t>(pair_index * scale_elems + slot)] = scale[1];
+  });
+  for (std::int64_t lb = 0; lb < batches; ++lb) lengths[static_cast<size_t>(first_batch + lb)] += n;
+}
+
 KvCache::KvCache(const KvCacheShape& shape, KvCacheMode mode) : impl_(std::make_unique<Impl>()) {
   const std::pair<const char*, std::int64_t> extents[] = {{"shape.batch", shape.batch},
                                                           {"shape.heads_kv", shape.heads_kv},
@@ -183,8 +279,9 @@ KvCache::KvCache(const KvCacheShape& shape, KvCacheMode mode) : impl_(std::make_
   m.mode = mode;
   // Rounded up without forming capacity + 63, which overflows for a capacity near 2^63.
   m.blocks = shape.capacity / kKvBlock + (shape.capacity % kKvBlock != 0 ? 1 : 0);
-  if (shape.dtype != DType::kF32 && shape.dtype != DType::kBF16 && shape.dtype != DType::kF16) {
-    fail("shape.dtype", "DType::kF32, kBF16 or kF16",
+  if (shape.dtype != DType::kF32 && shape.dtype != DType::kBF16 && shape.dtype != DType::kF16 &&
+      shape.dtype != DType::kI8) {
+    fail("shape.dtype", "DType::kF32, kBF16, kF16 or kI8",
          str(static_cast<std::int64_t>(shape.dtype)) + " (not a DType)");
   }
   m.elem_bytes = dtype_size(shape.dtype);
@@ -205,7 +302,15 @@ KvCache::KvCache(const KvCacheShape& shape, KvCacheMode mode) : impl_(std::make_
   };
   m.k = hwy::AllocateAligned<std::uint8_t>(bytes_of(k_total));
   m.v = hwy::AllocateAligned<std::uint8_t>(bytes_of(v_total));
-  if (!m.k || !m.v) {
+  bool scales_ok = true;
+  if (shape.dtype == DType::kI8) {
+    m.scale_elems = m.blocks * kKvBlock;
+    const auto scales = static_cast<std::size_t>(pairs * m.scale_elems);
+    m.k_scale = hwy::AllocateAligned<float>(scales);
+    m.v_scale = hwy::AllocateAligned<float>(scales);
+    scales_ok = m.k_scale && m.v_scale;
+  }
+  if (!m.k || !m.v || !scales_ok) {
     throw Error(ErrorKind::kInvalidArgument, "shape", "a cache that fits in memory",
                 str(static_cast<std::int64_t>(bytes_of(k_total + v_total))) + " bytes",
                 "lower the capacity or the batch, or store bf16/f16");
@@ -260,8 +365,10 @@ void KvCache::clear(std::int64_t batch) {
 const KvCacheShape& KvCache::shape() const { return impl_->shape; }
 KvCacheMode KvCache::mode() const { return impl_->mode; }
 std::int64_t KvCache::bytes() const {
-  return static_cast<std::int64_t>(impl_->elem_bytes) * (impl_->k_elems + impl_->v_elems) *
-         impl_->shape.batch * impl_->shape.heads_kv;
+  const Impl& m = *impl_;
+  const std::int64_t per_pair =
+      static_cast<std::int64_t>(m.elem_bytes) * (m.k_elems + m.v_elems) + 2 * 4 * m.scale_elems;
+  return per_pair * m.shape.batch * m.shape.heads_kv;
 }
 
 namespace detail {
@@ -281,6 +388,8 @@ detail::PackedKv KvCacheAccess::packed(const KvCache& cache) {
   p.capacity = m.shape.capacity;
   p.blocks = m.blocks;
   p.ring = m.mode == KvCacheMode::kRing;
+  p.k_scale = m.k_scale.get();
+  p.v_scale = m.v_scale.get();
   return p;
 }
 

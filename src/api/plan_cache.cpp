@@ -157,10 +157,12 @@ Cost cache_cost(const CacheProblem& p) {
   const double heads_q = static_cast<double>(p.q.shape[1]);
   Cost c;
   c.flops = 2.0 * (d + dv) * pairs * heads_q;
-  // K/V in the cache's dtype; q and out as the kernel reads and writes them (fp32).
+  // K/V in the cache's dtype (int8: plus a 4-byte scale per token for each); q and out as the
+  // kernel reads and writes them (fp32).
   const double kv_bytes = static_cast<double>(dtype_size(p.kv.dtype));
+  const double scales = p.kv.dtype == DType::kI8 ? 8.0 : 0.0;
   c.bytes =
-      kv_bytes * keys_read * static_cast<double>(p.kv.heads_kv) * (d + dv) +
+      keys_read * static_cast<double>(p.kv.heads_kv) * (kv_bytes * (d + dv) + scales) +
       4.0 * static_cast<double>(p.kv.batch) * heads_q * static_cast<double>(p.seq_q()) * (d + dv);
   return c;
 }

@@ -44,12 +44,6 @@ void check_positive(std::int64_t value, const char* argument) {
   if (value < 1) throw Error(ErrorKind::kInvalidArgument, argument, ">= 1", std::to_string(value));
 }
 
-// K + V bytes of the cache a decode step reads, in the cache's dtype.
-double kv_bytes(const Shape& s) {
-  return static_cast<double>(dtype_size(s.kv_dtype)) *
-         static_cast<double>(s.batch * s.kv_heads * s.seq * (s.dim + s.dim_v));
-}
-
 nlohmann::json point_json(const BenchFlags& f, const Shape& s, const Timing& t) {
   nlohmann::json j = record_json(t.record);
   j.erase("ms");
@@ -64,8 +58,8 @@ nlohmann::json point_json(const BenchFlags& f, const Shape& s, const Timing& t) 
   if (f.seq_q_opt->count() > 0) {
     j["seq_q"] = f.seq_q;
     j["kv_cache"] = true;
-    j["kv_bytes"] = kv_bytes(s);
-    j["kv_gbps"] = number_or_null(kv_bytes(s) / t.median_seconds * 1e-9);
+    j["kv_bytes"] = kv_cache_bytes(s);
+    j["kv_gbps"] = number_or_null(kv_cache_bytes(s) / t.median_seconds * 1e-9);
   }
   j["dim"] = s.dim;
   j["dim_v"] = s.dim_v;
@@ -96,7 +90,12 @@ void bench(BenchFlags f) {
   if (f.kv_heads_opt->count() == 0) f.shape.kv_heads = f.shape.heads;
   if (f.seq_q_opt->count() > 0) check_positive(f.seq_q, "--seq-q");
   f.shape.dtype = parse_dtype(f.dtype, "--dtype");
-  f.shape.kv_dtype = f.kv_dtype ? parse_dtype(*f.kv_dtype, "--kv-dtype") : f.shape.dtype;
+  f.shape.kv_dtype = f.kv_dtype ? parse_dtype(*f.kv_dtype, "--kv-dtype", true) : f.shape.dtype;
+  if (f.shape.kv_dtype == DType::kI8 && f.seq_q_opt->count() == 0) {
+    throw Error(ErrorKind::kUnsupported, "--kv-dtype",
+                "f32, bf16 or f16 without --seq-q (i8 is a KV cache's storage)", "i8",
+                "add --seq-q N to bench attention over an int8 KvCache");
+  }
   const std::string dtypes = std::string(to_string(f.shape.dtype)) + "/" +
                              std::string(to_string(f.shape.kv_dtype)) + " (q,out/k,v)";
   AttentionOptions options;
@@ -131,7 +130,7 @@ void bench(BenchFlags f) {
           static_cast<long long>(f.shape.heads), static_cast<long long>(f.shape.kv_heads),
           static_cast<long long>(f.seq_q), static_cast<long long>(f.shape.seq),
           static_cast<long long>(f.shape.dim), t.median_seconds * 1e3,
-          kv_bytes(f.shape) / t.median_seconds * 1e-9, t.gflops(), t.record.threads,
+          kv_cache_bytes(f.shape) / t.median_seconds * 1e-9, t.gflops(), t.record.threads,
           t.record.simd_target.c_str(), t.record.compute_path.c_str());
       return;
     }
@@ -192,7 +191,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--dtype", flags->dtype, "element type of q and out (and k, v): f32, bf16, f16")
       ->capture_default_str();
   cmd->add_option("--kv-dtype", flags->kv_dtype,
-                  "element type of k and v, or of the KV cache with --seq-q (default --dtype)");
+                  "element type of k and v, or of the KV cache with --seq-q (default --dtype; "
+                  "i8: an int8 cache, --seq-q only)");
   add_fp32_precision_flag(*cmd, flags->fp32_precision);
   cmd->add_flag("--causal", flags->causal, "causal mask");
   cmd->add_option("--threads", flags->threads, "threads (0 = all cores)")->capture_default_str();

@@ -258,13 +258,13 @@ std::vector<std::tuple<std::int64_t, DType, int>> decode_grid(
     const std::vector<std::int64_t>& seqs) {
   std::vector<std::tuple<std::int64_t, DType, int>> grid;
   for (const std::int64_t seq_k : seqs)
-    for (const DType t : {DType::kF32, DType::kBF16, DType::kF16})
+    for (const DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI8})
       for (const int threads : {1, 2}) grid.emplace_back(seq_k, t, threads);
   return grid;
 }
 
-// Decode: one new query (S_q = 1) per call against a KvCache of S_k tokens stored in f32, bf16
-// and f16, at 1 and 2 threads, then the read bandwidth of a cache-resident and a DRAM-sized
+// Decode: one new query (S_q = 1) per call against a KvCache of S_k tokens stored in f32, bf16,
+// f16 and int8, at 1 and 2 threads, then the read bandwidth of a cache-resident and a DRAM-sized
 // array as the limit to compare.
 DecodeReport run_decode(const ReportConfig& c) {
   const auto start = std::chrono::steady_clock::now();
@@ -276,9 +276,7 @@ DecodeReport run_decode(const ReportConfig& c) {
     Shape s = d.shape;
     s.seq = seq_k;
     s.kv_dtype = kv_dtype;
-    const double kv_bytes = static_cast<double>(dtype_size(kv_dtype)) *
-                            static_cast<double>(s.batch * s.kv_heads * seq_k) *
-                            static_cast<double>(s.dim + s.dim_v);
+    const double kv_bytes = kv_cache_bytes(s);
     // Cheap steps get many runs (the cache fill dominates their cost); large caches a few.
     const int repeat = kv_bytes <= 64.0 * 1048576 ? 51 : kv_bytes <= 512.0 * 1048576 ? 11 : 5;
     options.threads = threads;

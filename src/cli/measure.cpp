@@ -112,6 +112,13 @@ AnyTensor Workload::out_view() {
                     shape.dim_v);
 }
 
+double kv_cache_bytes(const Shape& s) {
+  const double scales = s.kv_dtype == DType::kI8 ? 8.0 : 0.0;
+  return static_cast<double>(s.batch * s.kv_heads * s.seq) *
+         (static_cast<double>(dtype_size(s.kv_dtype)) * static_cast<double>(s.dim + s.dim_v) +
+          scales);
+}
+
 Timing time_decode(const Shape& s, std::int64_t seq_q, const AttentionOptions& options, int warmup,
                    int repeat) {
   KvCache cache({s.batch, s.kv_heads, s.seq, s.dim, s.dim_v, s.kv_dtype, options.rope});

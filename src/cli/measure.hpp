@@ -48,6 +48,10 @@ struct Timing {
 // `warmup` untimed runs, then `repeat` timed ones of one plan (time from the run record).
 Timing time_attend(Workload& w, const AttentionOptions& options, int warmup, int repeat);
 
+// K + V bytes a KvCache of s.seq tokens stores for s (kv_dtype; i8 counts each token's two
+// 4-byte scales): what one decode step reads.
+double kv_cache_bytes(const Shape& s);
+
 // seq_q new queries over a KvCache filled with s.seq random tokens (S_k = s.seq, the cache's
 // capacity), through one plan and a caller-owned workspace.
 Timing time_decode(const Shape& s, std::int64_t seq_q, const AttentionOptions& options, int warmup,

@@ -241,9 +241,11 @@ void decode_table(std::ostream& md, const DecodeReport& d) {
   md << "\n## Decode against a KV cache\n\nOne new query per call (S_q = 1) against a KvCache "
         "of S_k tokens (B="
      << s.batch << ", H=" << s.heads << ", H_kv=" << s.kv_heads << ", D=D_v=" << s.dim
-     << ", fp32 queries, causal, dense; the cache stored in f32, bf16 or f16): ms/token is the "
+     << ", fp32 queries, causal, dense; the cache stored in f32, bf16, f16 or i8 — int8 with "
+        "one fp32 scale per token and kv head for K and for V): ms/token is the "
         "median plan.run time, K+V GB/s is the bytes(dtype)·B·H_kv·S_k·(D+D_v) bytes of K and V "
-        "the cache stores, read once per step, over that time, and % is of the read bandwidth "
+        "the cache stores (i8: plus 8 bytes of scales a token and kv head), read once per step, "
+        "over that time, and % is of the read bandwidth "
         "measured by summing a float array at the same thread count (the DRAM figure for caches "
         "larger than "
      << fixed(d.dram_above_bytes / 1048576.0, 0) << " MiB, else the cache-resident one). Took "

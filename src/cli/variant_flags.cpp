@@ -212,11 +212,13 @@ std::vector<std::int64_t> parse_int_list(const std::string& text, const std::str
   return values;
 }
 
-DType parse_dtype(const std::string& text, const std::string& argument) {
+DType parse_dtype(const std::string& text, const std::string& argument, bool cache_storage) {
   for (const DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
     if (text == to_string(t)) return t;
   }
-  throw Error(ErrorKind::kInvalidArgument, argument, "f32, bf16 or f16", "'" + text + "'");
+  if (cache_storage && text == to_string(DType::kI8)) return DType::kI8;
+  throw Error(ErrorKind::kInvalidArgument, argument,
+              cache_storage ? "f32, bf16, f16 or i8" : "f32, bf16 or f16", "'" + text + "'");
 }
 
 }  // namespace seqattn::cli

@@ -75,6 +75,7 @@ VariantSpec make_spec(const VariantFlags& flags);
 std::vector<std::int64_t> parse_int_list(const std::string& text, const std::string& argument);
 
 // "f32", "bf16" or "f16"; throws Error naming `argument` otherwise.
-DType parse_dtype(const std::string& text, const std::string& argument);
+// "f32", "bf16", "f16", and with cache_storage also "i8" (a KvCache's int8 storage).
+DType parse_dtype(const std::string& text, const std::string& argument, bool cache_storage = false);
 
 }  // namespace seqattn::cli

@@ -48,6 +48,12 @@ struct FloatOps {
     const auto bits = hn::LoadU(d16, reinterpret_cast<const uint16_t*>(p));
     return hn::BitCast(D(), hn::ShiftLeft<16>(hn::PromoteTo(du, bits)));
   }
+  // int8 (an int8 KV cache): sign-extended to int32 and converted, exact.
+  static HWY_INLINE V LoadWide(const std::int8_t* p) {
+    const hn::Rebind<std::int8_t, D> d8;
+    const hn::RebindToSigned<D> di;
+    return hn::ConvertTo(D(), hn::PromoteTo(di, hn::LoadU(d8, p)));
+  }
   static HWY_INLINE V LoadWide(const float16* p) {
     if constexpr (HWY_TARGET <= HWY_AVX2) {
       const hn::Rebind<hwy::float16_t, D> dh;

@@ -492,6 +492,22 @@ TEST_F(CliTest, BenchTakesDtypesAndCountsStoredCacheBytes) {
   r = run("bench --seq 64 --kv-dtype int8");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("'--kv-dtype'"), std::string::npos) << r.err;
+  // An int8 cache: a byte an element and two 4-byte scales a token and kv head; only over a
+  // cache (--seq-q), and --dtype never takes it.
+  r =
+      run("bench --json --heads 4 --kv-heads 2 --seq 300 --seq-q 1 --dim 16 --kv-dtype i8 "
+          "--repeat 2 --warmup 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kv_dtype"], "i8");
+  EXPECT_EQ(j["kv_bytes"].get<double>(), 2.0 * 300 * (32 + 8));
+  r = run("bench --seq 64 --kv-dtype i8");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("'--kv-dtype'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--seq-q"), std::string::npos) << r.err;
+  r = run("bench --seq 64 --dtype i8");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("'--dtype'"), std::string::npos) << r.err;
   r = run("bench --seq 64 --kv-dtype ''");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("'--kv-dtype'"), std::string::npos) << r.err;
@@ -529,8 +545,8 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   const nlohmann::json& decode = j["decode"];
   EXPECT_EQ(decode["seq_q"], 1);
   EXPECT_EQ(decode["kv_heads"], 8);
-  // S_k = 512, 2048 × f32, bf16, f16 caches × 1 and 2 threads.
-  ASSERT_EQ(decode["points"].size(), 12u);
+  // S_k = 512, 2048 × f32, bf16, f16, i8 caches × 1 and 2 threads.
+  ASSERT_EQ(decode["points"].size(), 16u);
   for (const auto& p : decode["points"]) {
     EXPECT_GT(p["median_ms"].get<double>(), 0.0);
     EXPECT_GT(p["kv_gbps"].get<double>(), 0.0);
@@ -540,6 +556,9 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   EXPECT_EQ(decode["points"][0]["kv_mb"].get<double>(), 4.0 * 8 * 512 * 256 / 1048576.0);
   EXPECT_EQ(decode["points"][2]["kv_dtype"], "bf16");
   EXPECT_EQ(decode["points"][2]["kv_mb"].get<double>(), 2.0 * 8 * 512 * 256 / 1048576.0);
+  // int8: a byte an element plus a 4-byte scale per token and kv head for K and for V.
+  EXPECT_EQ(decode["points"][6]["kv_dtype"], "i8");
+  EXPECT_EQ(decode["points"][6]["kv_mb"].get<double>(), 8.0 * 512 * (256 + 8) / 1048576.0);
   // Ring attention: strong (S = 64) and weak (16 per process) scaling, non-causal and causal,
   // P = 1, 2, 4 through mpirun; or, in a build without MPI, the reason it is skipped.
   ASSERT_TRUE(j.contains("ring"));

@@ -33,13 +33,13 @@ def test_plan_keeps_its_mask_alive(rng):
 
 
 @pytest.mark.parametrize("dtype,atol", [("float32", 2e-6), ("bfloat16", 2e-2),
-                                        (torch.float16, 3e-3)])
+                                        (torch.float16, 3e-3), ("int8", 3e-2)])
 def test_decode_over_a_cache_equals_causal_attention(rng, dtype, atol):
     h, h_kv, d, prompt, steps = 4, 2, 32, 13, 5
     total = prompt + steps
     q, k, v = randn(rng, 1, h, total, d), randn(rng, 1, h_kv, total, d), randn(rng, 1, h_kv, total, d)
     cache = seqattn.KvCache(1, h_kv, total, d, dtype=dtype)
-    assert cache.shape["dtype"] in ("float32", "bfloat16", "float16")
+    assert cache.shape["dtype"] in ("float32", "bfloat16", "float16", "int8")
     step = seqattn.plan(cache=cache, heads_q=h, seq_q=1, causal=True)
     cache.append(k[:, :, :prompt], v[:, :, :prompt])
     outs = []
@@ -62,7 +62,13 @@ def test_cache_refusals_change_nothing(rng):
         cache.append(k, k[..., :4])
     assert cache.length(0) == 3
     with pytest.raises(ValueError, match="dtype"):
-        seqattn.KvCache(1, 2, 4, 8, dtype="int8")
+        seqattn.KvCache(1, 2, 4, 8, dtype="int4")
+    i8 = seqattn.KvCache(1, 2, 4, 8, dtype="int8")
+    bad = k.copy()
+    bad[0, 1, 2, 3] = np.nan
+    with pytest.raises(ValueError, match="non-finite value in batch 0, kv head 1, token 2"):
+        i8.append(bad, k)
+    assert i8.length(0) == 0
     with pytest.raises(ValueError, match="capacity"):
         seqattn.KvCache(1, 2, 0, 8)
     cache.clear()

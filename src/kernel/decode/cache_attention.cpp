@@ -105,9 +105,17 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
 
 // One instantiation per cache dtype: the element type is fixed for a whole run.
 void CacheAttentionOnTarget(const CacheProblem& p, float* workspace) {
-  visit_element(p.kv.dtype, [&](auto elem) {
-    CacheAttention<simd::HWY_NAMESPACE::FloatOps, decltype(elem)>(p, workspace);
-  });
+  using Ops = simd::HWY_NAMESPACE::FloatOps;
+  switch (p.kv.dtype) {
+    case DType::kI8:
+      return CacheAttention<Ops, std::int8_t>(p, workspace);
+    case DType::kBF16:
+      return CacheAttention<Ops, bfloat16>(p, workspace);
+    case DType::kF16:
+      return CacheAttention<Ops, float16>(p, workspace);
+    case DType::kF32:
+      return CacheAttention<Ops, float>(p, workspace);
+  }
 }
 
 }  // namespace seqattn::detail::HWY_NAMESPACE

@@ -5,9 +5,13 @@
 // each count its own instantiation), so 4 rows (one token, 4 query heads per kv head) run as a
 // 4-row micro-tile instead of being padded to 6.
 //
-// Elem is the cache's element type: float, or bfloat16/float16, which the micro-kernels widen
-// to fp32 as they load (Ops::LoadWide), so the arithmetic and the softmax are fp32 and a half
-// cache is read at 2 bytes an element.
+// Elem is the cache's element type: float, or bfloat16/float16/int8, which the micro-kernels
+// widen to fp32 as they load (Ops::LoadWide), so the arithmetic and the softmax are fp32 and a
+// half cache is read at 2 bytes an element, an int8 one at 1. int8 elements stand for
+// int8 · scale[token]: the scores of a tile are multiplied by the keys' scales after Q·Kᵀ
+// (one vector multiply per key vector and row), and the probabilities by the values' scales
+// before P·V (after the running sum took them unscaled), so the micro-kernels stay unchanged
+// and no dequantised copy of a block ever exists.
 //
 // No include guard and no namespace: cache_attention.cpp includes this inside its per-target
 // namespace, after flash_tiles_body.inc.
@@ -23,6 +27,7 @@ class CacheWorker {
   static constexpr std::int64_t kWidth = static_cast<std::int64_t>(kKeyVecs * kLanes);
   static_assert(kKvBlock % kWidth == 0, "a key tile never crosses a cache block");
   static_assert(kRows <= CacheScratchLayout::kMaxRows && kLanes <= CacheScratchLayout::kMaxLanes);
+  static constexpr bool kQuantized = std::is_same_v<Elem, std::int8_t>;
 
   CacheWorker(const CacheProblem& p, float* scratch)
       : p_(p),
@@ -186,6 +191,10 @@ class CacheWorker {
     prefetch_v_ = ahead ? p_.kv.template value_block<Elem>(b_, hk_, next) -
                               p_.kv.template value_block<Elem>(b_, hk_, j0)
                         : 0;
+    if constexpr (kQuantized) {  // the tile's 64-byte-aligned run of scales
+      k_scales_ = p_.kv.key_scales(b_, hk_, j0) + j0 % kKvBlock;
+      v_scales_ = p_.kv.value_scales(b_, hk_, j0) + j0 % kKvBlock;
+    }
     std::int64_t row0 = 0;
     for (; row0 + static_cast<std::int64_t>(kRows) <= n_; row0 += kRows) {
       const TileKind kind = classify(row0, kRows, j0, global);
@@ -209,6 +218,7 @@ class CacheWorker {
     MultiplyTile<Ops, kR, kKeyVecs, TileUpdate::kOverwrite, true, Elem>(
         q() + row0 * dim, static_cast<size_t>(dim), k_tile, static_cast<size_t>(kKvBlock),
         static_cast<size_t>(dim), s, static_cast<size_t>(kWidth), nullptr, prefetch_k_);
+    if constexpr (kQuantized) ScaleKeyColumns(s, kR, k_scales_);
     if (alibi_ != nullptr) add_alibi(row0, kR, j0, s);
     if (kind == TileKind::kRange) {
       auto rel = [&](std::int64_t j) {  // clamped so the float compare is exact
@@ -224,6 +234,7 @@ class CacheWorker {
     }
     const bool rescale =
         SoftmaxStep<Ops, kR, kKeyVecs>(s, m() + row0, sum_lanes() + row0 * kLanes, alpha());
+    if constexpr (kQuantized) ScaleKeyColumns(s, kR, v_scales_);
     float* acc = o() + row0 * p_.kv.dv_pad;
     if (rescale) {
       MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kScaleRowsThenAccumulate, true, Elem>(
@@ -231,6 +242,16 @@ class CacheWorker {
     } else {
       MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kAccumulate, true, Elem>(
           s, kWidth, v_tile, dv_pad, kWidth, acc, dv_pad, nullptr, prefetch_v_);
+    }
+  }
+
+  // s[r][t] *= scale[t] for the tile's rows (int8 caches; scales of padding slots are 0).
+  static void ScaleKeyColumns(float* s, size_t rows, const float* scale) {
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t v = 0; v < kKeyVecs; ++v) {
+        float* at = s + r * kWidth + v * kLanes;
+        Ops::Store(Ops::Mul(Ops::Load(at), Ops::Load(scale + v * kLanes)), at);
+      }
     }
   }
 
@@ -279,6 +300,8 @@ class CacheWorker {
   float* scratch_;
   std::int64_t b_ = 0, hk_ = 0, r0_ = 0, n_ = 0, k0_ = 0, k1_ = 0;
   std::ptrdiff_t prefetch_k_ = 0, prefetch_v_ = 0;  // elements from this block to the next
+  const float* k_scales_ = nullptr;                 // int8: the current tile's scales
+  const float* v_scales_ = nullptr;
   std::array<CacheKeyRange, kCacheRowTile> ranges_{};
   const RopeTables* rope_;
   const PositionalTables* alibi_;  // null without ALiBi

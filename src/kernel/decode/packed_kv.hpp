@@ -4,7 +4,9 @@
 // SCALAR 8), so any target reads the cache in place: a tile of W keys starting at token t0
 // of a block is the block's keys + t0 with row stride 64. dv_pad (D_v rounded up to 16
 // floats, one AVX-512 vector) is likewise a whole number of vectors on every target.
-// Elements are the cache's dtype (f32, bf16 or f16); the kernel is instantiated per dtype.
+// Elements are the cache's dtype (f32, bf16, f16 or int8); the kernel is instantiated per dtype.
+// An int8 cache also holds one fp32 scale per token slot for K and for V, [blocks][64] per
+// (batch, kv head) like the slots: element (token t, d) stands for int8 · scale[t].
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,8 @@ struct PackedKv {
   std::int64_t capacity = 0;  // tokens kept per sequence
   std::int64_t blocks = 0;    // storage blocks per (batch, kv head): ceil(capacity / 64)
   bool ring = false;
+  const float* k_scale = nullptr;  // int8 only: [B][H_kv][blocks][kKvBlock]
+  const float* v_scale = nullptr;
 
   std::int64_t length(std::int64_t b) const { return lengths[b]; }
   // First position still stored: a ring keeps the last `capacity` tokens.
@@ -40,6 +44,13 @@ struct PackedKv {
   template <class T>
   const T* value_block(std::int64_t b, std::int64_t hk, std::int64_t j) const {
     return static_cast<const T*>(v) + block_index(b, hk, j) * kKvBlock * dv_pad;
+  }
+  // The 64 key (value) scales of the block holding j (int8 caches).
+  const float* key_scales(std::int64_t b, std::int64_t hk, std::int64_t j) const {
+    return k_scale + block_index(b, hk, j) * kKvBlock;
+  }
+  const float* value_scales(std::int64_t b, std::int64_t hk, std::int64_t j) const {
+    return v_scale + block_index(b, hk, j) * kKvBlock;
   }
 
  private:

@@ -1,0 +1,35 @@
+// Symmetric int8 quantisation of one row: a token's key or value in one kv head, as a KvCache
+// of dtype kI8 stores it (docs/architecture.md, "int8 KV"). Scalar: a row is quantised once, on
+// append, and read many times by the decode kernel, which multiplies by the scale.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace seqattn::detail {
+
+// The row's scale: max|x| / 127, so that the largest element maps to ±127 (0 for a zero row).
+// Not finite when an element is not (or the maximum overflows): the caller refuses the row.
+inline float int8_row_scale(const float* x, std::int64_t n) {
+  float amax = 0.0f;
+  bool finite = true;
+  for (std::int64_t i = 0; i < n; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    amax = std::max(amax, std::fabs(x[i]));
+  }
+  return finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
+}
+
+// dst[i·stride] = x[i] / scale rounded to nearest (ties to even), clamped to [-127, 127]
+// (-128 is never used, so the grid is symmetric); all zeros for scale 0.
+inline void quantize_int8_row(const float* x, std::int64_t n, float scale, std::int8_t* dst,
+                              std::int64_t stride) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float q = scale > 0.0f ? std::nearbyint(x[i] / scale) : 0.0f;
+    dst[i * stride] = static_cast<std::int8_t>(std::clamp(q, -127.0f, 127.0f));
+  }
+}
+
+}  // namespace seqattn::detail
