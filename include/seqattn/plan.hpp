@@ -13,6 +13,7 @@
 #include "seqattn/attention.hpp"
 #include "seqattn/kv_cache.hpp"
 #include "seqattn/options.hpp"
+#include "seqattn/paged_kv_cache.hpp"
 #include "seqattn/tensor.hpp"
 
 namespace seqattn {
@@ -37,6 +38,12 @@ struct AttentionShape {
 
 // The shape of a plan that attends S_q new queries over `cache`.
 AttentionShape cache_shape(const KvCacheShape& cache, std::int64_t heads_q, std::int64_t seq_q);
+
+// The shape of a plan that attends S_q new queries of each of `batch` sequences of a paged
+// cache, none longer than max_length tokens (S_k: the decode split and workspace are sized by
+// it, so give the longest length the plan must serve, not the pool's size).
+AttentionShape paged_shape(const PagedKvCacheShape& cache, std::int64_t batch, std::int64_t heads_q,
+                           std::int64_t seq_q, std::int64_t max_length);
 
 // Per-call outputs besides `out` (a plan is shared between calls, so they are not options).
 struct RunOutputs {
@@ -64,6 +71,15 @@ class AttentionPlan {
   // tokens are taken at those positions. Dense and sliding window only; lse may be asked.
   // q and out may be float, bfloat16 or float16; the cache is read in its own dtype.
   RunRecord run(const AnyConstTensor& q, const KvCache& cache, const AnyTensor& out,
+                const RunOutputs& outputs = {}, std::span<std::byte> workspace = {}) const;
+
+  // S_q new queries of each sequence in `sequences` over a PagedKvCache: q [B, H_q, S_q, D]
+  // with B = sequences.size() (row b is sequences[b]), each sequence at its own length, as the
+  // KvCache run above takes positions. Throws Error, writing nothing, for a freed or unknown
+  // sequence, one longer than the plan's S_k or shorter than S_q, or a cache whose extents or
+  // rope differ from the plan's.
+  RunRecord run(const AnyConstTensor& q, const PagedKvCache& cache,
+                std::span<const PagedKvCache::SequenceId> sequences, const AnyTensor& out,
                 const RunOutputs& outputs = {}, std::span<std::byte> workspace = {}) const;
 
   const AttentionShape& shape() const;

@@ -8,6 +8,7 @@
 #include "seqattn/linear_state.hpp"
 #include "seqattn/mha.hpp"
 #include "seqattn/options.hpp"
+#include "seqattn/paged_kv_cache.hpp"
 #include "seqattn/plan.hpp"
 #include "seqattn/policy.hpp"
 #include "seqattn/tensor.hpp"

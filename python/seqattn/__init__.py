@@ -13,12 +13,12 @@ from ._errors import (ArgumentTypeError, Error, FileError, InvalidArgumentError,
 from ._arrays import as_4d, check_kind, check_no_grad, empty, from_rank4, integer, scores_4d
 from ._mha import MultiHeadAttention
 from ._options import make_options, parameters_doc, variant_parameters
-from ._plan import KvCache, Plan, plan
+from ._plan import KvCache, PagedKvCache, Plan, plan
 from ._sdpa import scaled_dot_product_attention
 
 __version__ = _seqattn.__version__  # CMake's project version, as the installed metadata's
 __all__ = ["attention", "scaled_dot_product_attention", "MultiHeadAttention", "plan", "Plan",
-           "KvCache", "select", "simd_target", "bf16_compute_path", "RunRecord", "variant_parameters",
+           "KvCache", "PagedKvCache", "select", "simd_target", "bf16_compute_path", "RunRecord", "variant_parameters",
            "lsh_random_rotations", "Error",
            "InvalidArgumentError", "ArgumentTypeError", "UnsupportedError",
            "NotImplementedFeatureError", "FileError", "__version__"]

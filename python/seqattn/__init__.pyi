@@ -101,6 +101,29 @@ class KvCache:
     @property
     def shape(self) -> dict[str, Any]: ...
 
+class PagedKvCache:
+    def __init__(
+        self,
+        heads_kv: int,
+        dim: int,
+        dim_v: Optional[int] = ...,
+        *,
+        blocks: int,
+        dtype: Any = ...,
+        rope: Rope = ...,
+    ) -> None: ...
+    def add(self) -> int: ...
+    def fork(self, parent: int) -> int: ...
+    def free(self, sequence: int) -> None: ...
+    def append(self, sequence: int, k: Array, v: Array, *, layout: Layout = ...) -> None: ...
+    def length(self, sequence: int) -> int: ...
+    @property
+    def free_blocks(self) -> int: ...
+    @property
+    def sequences(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+
 class Plan:
     @property
     def variant(self) -> str: ...
@@ -112,7 +135,8 @@ class Plan:
         k: Optional[Array] = ...,
         v: Optional[Array] = ...,
         *,
-        cache: Optional[KvCache] = ...,
+        cache: Optional[Union[KvCache, PagedKvCache]] = ...,
+        sequences: Optional[Sequence[int]] = ...,
         out: Optional[Array] = ...,
         return_lse: bool = ...,
         return_weights: bool = ...,
@@ -129,7 +153,8 @@ def plan(
     heads_kv: Optional[int] = ...,
     seq_k: Optional[int] = ...,
     dim_v: Optional[int] = ...,
-    cache: Optional[KvCache] = ...,
+    cache: Optional[Union[KvCache, PagedKvCache]] = ...,
+    max_length: Optional[int] = ...,
     mask: Optional[Array] = ...,
     bias: Optional[Array] = ...,
     **options: Any,

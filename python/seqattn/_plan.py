@@ -64,6 +64,55 @@ class KvCache:
                 f"dtype='{s['dtype']}', mode='{s['mode']}')")
 
 
+class PagedKvCache:
+    """Keys and values of many sequences in one pool of 64-token blocks (see
+    paged_kv_cache.hpp): sequences join and leave while others continue.
+
+    PagedKvCache(heads_kv, dim, dim_v=None, *, blocks, dtype="float32", rope=None). add() and
+    fork(parent) return a sequence id (fork shares the parent's blocks; a shared partial block
+    is copied when either appends to it); free(id) returns its blocks to the pool. Run a batch
+    of sequences with plan(cache=pool, batch=B, heads_q=, seq_q=, max_length=).run(q,
+    cache=pool, sequences=[ids]). Errors change nothing (an append past the pool, a freed id).
+    """
+
+    def __init__(self, heads_kv, dim, dim_v=None, *, blocks, dtype="float32", rope=None):
+        self._cache = _seqattn.PagedKvCache(int(heads_kv), int(dim),
+                                            int(dim if dim_v is None else dim_v), int(blocks),
+                                            _dtype_name(dtype), rope)
+
+    def add(self):
+        return self._cache.add()
+
+    def fork(self, parent):
+        return self._cache.fork(int(parent))
+
+    def free(self, sequence):
+        self._cache.free(int(sequence))
+
+    def append(self, sequence, k, v, *, layout="bhsd"):
+        """Appends n tokens to one sequence: k [1, H_kv, n, D], v [1, H_kv, n, D_v]."""
+        check_kind("k", k)
+        check_kind("v", v)
+        check_no_grad(k=k, v=v)
+        self._cache.append(int(sequence), as_4d("k", k, layout), as_4d("v", v, layout),
+                           layout=layout)
+
+    def length(self, sequence):
+        return self._cache.length(int(sequence))
+
+    @property
+    def free_blocks(self):
+        return self._cache.free_blocks
+
+    @property
+    def sequences(self):
+        return self._cache.sequences
+
+    @property
+    def nbytes(self):
+        return self._cache.nbytes
+
+
 class Plan:
     """A validated attention problem of fixed shape; run() checks only the arrays."""
 
@@ -79,10 +128,11 @@ class Plan:
     def shape(self):
         return self._plan.shape
 
-    def run(self, q, k=None, v=None, *, cache=None, out=None, return_lse=False,
+    def run(self, q, k=None, v=None, *, cache=None, sequences=None, out=None, return_lse=False,
             return_weights=False, return_record=False, layout="bhsd"):
         """attention(q, k, v) of the planned shape, or of q over `cache` (append the new
-        tokens first: query i sits at position length - S_q + i). Returns like attention()."""
+        tokens first: query i sits at position length - S_q + i); over a PagedKvCache, row b of
+        q belongs to sequences[b]. Returns like attention()."""
         check_kind("q", q)
         check_no_grad(q=q, k=k, v=v, out=out)
         s = self._plan.shape
@@ -99,7 +149,13 @@ class Plan:
                                            "arrays")
             if return_weights:
                 raise InvalidArgumentError("return_weights", "False for a run over a cache", "True")
-            record = self._plan.run_cache(q, cache._cache, result, lse=lse, layout=layout)
+            if isinstance(cache, PagedKvCache):
+                if sequences is None:
+                    raise InvalidArgumentError("sequences", "the batch's sequence ids", "None")
+                record = self._plan.run_paged(q, cache._cache, [int(i) for i in sequences],
+                                              result, lse=lse, layout=layout)
+            else:
+                record = self._plan.run_cache(q, cache._cache, result, lse=lse, layout=layout)
         else:
             if k is None or v is None:
                 raise InvalidArgumentError("k, v", "arrays (or cache=)", "None")
@@ -116,13 +172,21 @@ class Plan:
 
 
 def plan(*, heads_q, seq_q, dim=None, batch=1, heads_kv=None, seq_k=None, dim_v=None, cache=None,
-         mask=None, bias=None, **options):
+         max_length=None, mask=None, bias=None, **options):
     """Validates a problem once: plan(heads_q=, seq_q=, dim=, seq_k=, ...) for q/k/v arrays,
-    or plan(cache=KvCache, heads_q=, seq_q=) for decoding over a cache. options are
+    or plan(cache=KvCache, heads_q=, seq_q=) for decoding over a cache, or
+    plan(cache=PagedKvCache, batch=, heads_q=, seq_q=, max_length=) for a batch of its
+    sequences, none longer than max_length tokens. options are
     attention()'s (variant, causal, key_lengths, scale, window, ...). The plan keeps mask and
     bias alive and reads them on every run."""
     opts = make_options(**options)
-    if cache is not None:
+    if isinstance(cache, PagedKvCache):
+        if max_length is None:
+            raise InvalidArgumentError("max_length", "the longest sequence the plan serves",
+                                       "None")
+        shape = _seqattn.paged_shape(cache._cache, int(batch), int(heads_q), int(seq_q),
+                                     int(max_length))
+    elif cache is not None:
         shape = _seqattn.cache_shape(cache._cache, int(heads_q), int(seq_q))
     else:
         if dim is None or seq_k is None:

@@ -160,15 +160,32 @@ RunRecord run_plan(const PyPlan& p, py::handle q, py::handle k, py::handle v, py
   return p.plan->run(a.q, a.k, a.v, a.out, extra);
 }
 
-RunRecord run_plan_cache(const PyPlan& p, py::handle q, PyKvCache& cache, py::handle out,
-                         py::handle lse, const std::string& layout) {
+// q, out and lse of a run over a cache, and the lock that keeps appends out while it reads.
+template <class Cache, class Run>
+RunRecord run_over(Cache& cache, py::handle q, py::handle out, py::handle lse,
+                   const std::string& layout, const Run& run) {
   const Layout l = parse_layout(layout);
   const AnyConstTensor qv = input_view(inspect(q, "q"), "q", l);
   const AnyTensor ov = output_view(inspect(out, "out"), "out", l);
   const RunOutputs extra = outputs_of(lse, py::none());
   py::gil_scoped_release unlocked;
   std::shared_lock reading(cache.mutex);  // appends wait; concurrent runs do not
-  return p.plan->run(qv, cache.cache, ov, extra);
+  return run(qv, ov, extra);
+}
+
+RunRecord run_plan_cache(const PyPlan& p, py::handle q, PyKvCache& cache, py::handle out,
+                         py::handle lse, const std::string& layout) {
+  return run_over(cache, q, out, lse, layout, [&](auto& qv, auto& ov, auto& extra) {
+    return p.plan->run(qv, cache.cache, ov, extra);
+  });
+}
+
+RunRecord run_plan_paged(const PyPlan& p, py::handle q, PyPagedKvCache& cache,
+                         const std::vector<PagedKvCache::SequenceId>& sequences, py::handle out,
+                         py::handle lse, const std::string& layout) {
+  return run_over(cache, q, out, lse, layout, [&](auto& qv, auto& ov, auto& extra) {
+    return p.plan->run(qv, cache.cache, sequences, ov, extra);
+  });
 }
 
 py::dict shape_dict(const AttentionShape& s) {
@@ -252,6 +269,10 @@ void register_attention(py::module_& m) {
   m.def("cache_shape", [](const PyKvCache& c, std::int64_t heads_q, std::int64_t seq_q) {
     return cache_shape(c.cache.shape(), heads_q, seq_q);
   });
+  m.def("paged_shape", [](const PyPagedKvCache& c, std::int64_t batch, std::int64_t heads_q,
+                          std::int64_t seq_q, std::int64_t max_length) {
+    return paged_shape(c.cache.shape(), batch, heads_q, seq_q, max_length);
+  });
   py::class_<PyPlan>(m, "Plan")
       .def(py::init(&make_py_plan), py::arg("shape"), py::arg("options"), py::arg("mask"),
            py::arg("bias"))
@@ -259,6 +280,8 @@ void register_attention(py::module_& m) {
            py::arg("lse"), py::arg("weights"), py::arg("layout"))
       .def("run_cache", &run_plan_cache, py::arg("q"), py::arg("cache"), py::arg("out"),
            py::arg("lse"), py::arg("layout"))
+      .def("run_paged", &run_plan_paged, py::arg("q"), py::arg("cache"), py::arg("sequences"),
+           py::arg("out"), py::arg("lse"), py::arg("layout"))
       .def_property_readonly("shape", [](const PyPlan& p) { return shape_dict(p.plan->shape()); })
       .def_property_readonly(
           "variant", [](const PyPlan& p) { return std::string(to_string(p.plan->variant())); });

@@ -50,9 +50,68 @@ void clear(PyKvCache& c, std::optional<std::int64_t> batch) {
   }
 }
 
+void register_paged(py::module_& m) {
+  using Id = PagedKvCache::SequenceId;
+  py::class_<PyPagedKvCache>(m, "PagedKvCache")
+      .def(py::init([](std::int64_t heads_kv, std::int64_t dim, std::int64_t dim_v,
+                       std::int64_t blocks, const std::string& dtype, py::handle rope) {
+             return std::make_unique<PyPagedKvCache>(PagedKvCacheShape{
+                 heads_kv, dim, dim_v, blocks, parse_dtype(dtype), parse_rope(rope)});
+           }),
+           py::arg("heads_kv"), py::arg("dim"), py::arg("dim_v"), py::arg("blocks"),
+           py::arg("dtype"), py::arg("rope"))
+      .def("add",
+           [](PyPagedKvCache& c) {
+             std::unique_lock writing(c.mutex);
+             return c.cache.add();
+           })
+      .def(
+          "fork",
+          [](PyPagedKvCache& c, Id parent) {
+            std::unique_lock writing(c.mutex);
+            return c.cache.fork(parent);
+          },
+          py::arg("parent"))
+      .def(
+          "free",
+          [](PyPagedKvCache& c, Id id) {
+            std::unique_lock writing(c.mutex);
+            c.cache.free(id);
+          },
+          py::arg("sequence"))
+      .def(
+          "append",
+          [](PyPagedKvCache& c, Id id, py::handle k, py::handle v, const std::string& layout) {
+            const Layout l = parse_layout(layout);
+            const AnyConstTensor kv = input_view(inspect(k, "k"), "k", l);
+            const AnyConstTensor vv = input_view(inspect(v, "v"), "v", l);
+            py::gil_scoped_release unlocked;
+            std::unique_lock writing(c.mutex);
+            c.cache.append(id, kv, vv);
+          },
+          py::arg("sequence"), py::arg("k"), py::arg("v"), py::arg("layout"))
+      .def("length",
+           [](const PyPagedKvCache& c, Id id) {
+             std::shared_lock reading(c.mutex);
+             return c.cache.length(id);
+           })
+      .def_property_readonly("free_blocks",
+                             [](const PyPagedKvCache& c) {
+                               std::shared_lock reading(c.mutex);
+                               return c.cache.free_blocks();
+                             })
+      .def_property_readonly("sequences",
+                             [](const PyPagedKvCache& c) {
+                               std::shared_lock reading(c.mutex);
+                               return c.cache.sequences();
+                             })
+      .def_property_readonly("nbytes", [](const PyPagedKvCache& c) { return c.cache.bytes(); });
+}
+
 }  // namespace
 
 void register_cache(py::module_& m) {
+  register_paged(m);
   py::class_<PyKvCache>(m, "KvCache")
       .def(py::init([](std::int64_t batch, std::int64_t heads_kv, std::int64_t capacity,
                        std::int64_t dim, std::int64_t dim_v, const std::string& dtype,

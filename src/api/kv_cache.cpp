@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "src/api/kv_cache_access.hpp"
+#include "src/api/kv_pack.hpp"
 #include "src/runtime/element_types.hpp"
 #include "src/runtime/int8_rows.hpp"
 #include "src/runtime/positional.hpp"
@@ -70,17 +71,7 @@ struct KvCache::Impl {
   // into row[0, D); row holds 3·D floats of scratch.
   template <class Src>
   void widen_key(const Src* src, std::int64_t step, std::int64_t index, float* row) const {
-    const std::int64_t dim = shape.dim;
-    if (!rope) {
-      for (std::int64_t d = 0; d < dim; ++d) row[d] = detail::convert_element<float>(src[d * step]);
-      return;
-    }
-    const std::int64_t half = rope->half;
-    float* wide = row + dim;
-    float* cos = row + 2 * dim;
-    for (std::int64_t d = 0; d < dim; ++d) wide[d] = detail::convert_element<float>(src[d * step]);
-    detail::rope_angles(*rope, rope->options.offset + index, cos, cos + half);
-    detail::rotate_row(wide, 1, dim, 1.0f, *rope, cos, cos + half, row);
+    detail::widen_key_row(src, step, shape.dim, rope ? &*rope : nullptr, index, row);
   }
   // Key src (stride `step`) rotated at index `index` into a transposed block column dst;
   // row: 3·D floats of scratch.
@@ -105,31 +96,6 @@ std::string str(std::int64_t x) { return std::to_string(x); }
 
 void check_batch_index(const KvCacheShape& s, std::int64_t b) {
   if (b < 0 || b >= s.batch) fail("batch", "in [0, B = " + str(s.batch) + ")", str(b));
-}
-
-// Checks k [batches, H_kv, n, D] and v [batches, H_kv, n, D_v]; returns n.
-std::int64_t check_tokens(const KvCacheShape& s, std::int64_t batches, const AnyConstTensor& k,
-                          const AnyConstTensor& v) {
-  detail::check_tensor_dtype("k", k.dtype);  // before dtype_size sizes the views by it
-  detail::check_tensor_dtype("v", v.dtype);
-  detail::check_view("k", k.data, k.shape, k.strides, dtype_size(k.dtype));
-  detail::check_view("v", v.data, v.shape, v.strides, dtype_size(v.dtype));
-  if (v.dtype != k.dtype) {
-    detail::fail("v.dtype", "k's dtype " + std::string(to_string(k.dtype)),
-                 std::string(to_string(v.dtype)));
-  }
-  const std::int64_t n = k.shape[2];
-  const std::array<std::int64_t, 4> want_k{batches, s.heads_kv, n, s.dim};
-  const std::array<std::int64_t, 4> want_v{batches, s.heads_kv, n, s.dim_v};
-  if (k.shape != want_k) {
-    fail("k.shape", detail::shape_text(want_k) + " = [B, H_kv, n, D] of the cache",
-         detail::shape_text(k.shape));
-  }
-  if (v.shape != want_v) {
-    fail("v.shape", detail::shape_text(want_v) + " = [B, H_kv, n, D_v] of the cache",
-         detail::shape_text(v.shape));
-  }
-  return n;
 }
 
 }  // namespace
@@ -330,14 +296,16 @@ KvCache& KvCache::operator=(KvCache&&) noexcept = default;
 
 void KvCache::append(const AnyConstTensor& k, const AnyConstTensor& v) {
   const Impl& m = *impl_;
-  const std::int64_t n = check_tokens(m.shape, m.shape.batch, k, v);
+  const std::int64_t n =
+      detail::check_cache_tokens(m.shape.heads_kv, m.shape.dim, m.shape.dim_v, m.shape.batch, k, v);
   for (std::int64_t b = 0; b < m.shape.batch; ++b) m.check_room(b, n);
   impl_->pack(k, v, 0, m.shape.batch);
 }
 
 void KvCache::append(std::int64_t batch, const AnyConstTensor& k, const AnyConstTensor& v) {
   check_batch_index(impl_->shape, batch);
-  const std::int64_t n = check_tokens(impl_->shape, 1, k, v);
+  const std::int64_t n = detail::check_cache_tokens(impl_->shape.heads_kv, impl_->shape.dim,
+                                                    impl_->shape.dim_v, 1, k, v);
   impl_->check_room(batch, n);
   impl_->pack(k, v, batch, 1);
 }
@@ -372,6 +340,29 @@ std::int64_t KvCache::bytes() const {
 }
 
 namespace detail {
+
+std::int64_t check_cache_tokens(std::int64_t heads_kv, std::int64_t dim, std::int64_t dim_v,
+                                std::int64_t batches, const AnyConstTensor& k,
+                                const AnyConstTensor& v) {
+  check_tensor_dtype("k", k.dtype);  // before dtype_size sizes the views by it
+  check_tensor_dtype("v", v.dtype);
+  check_view("k", k.data, k.shape, k.strides, dtype_size(k.dtype));
+  check_view("v", v.data, v.shape, v.strides, dtype_size(v.dtype));
+  if (v.dtype != k.dtype) {
+    fail("v.dtype", "k's dtype " + std::string(to_string(k.dtype)),
+         std::string(to_string(v.dtype)));
+  }
+  const std::int64_t n = k.shape[2];
+  const std::array<std::int64_t, 4> want_k{batches, heads_kv, n, dim};
+  const std::array<std::int64_t, 4> want_v{batches, heads_kv, n, dim_v};
+  if (k.shape != want_k) {
+    fail("k.shape", shape_text(want_k) + " = [B, H_kv, n, D] of the cache", shape_text(k.shape));
+  }
+  if (v.shape != want_v) {
+    fail("v.shape", shape_text(want_v) + " = [B, H_kv, n, D_v] of the cache", shape_text(v.shape));
+  }
+  return n;
+}
 
 detail::PackedKv KvCacheAccess::packed(const KvCache& cache) {
   const KvCache::Impl& m = *cache.impl_;

@@ -9,6 +9,7 @@
 
 #include "seqattn/error.hpp"
 #include "src/api/kv_cache_access.hpp"
+#include "src/api/paged_kv_cache_access.hpp"
 #include "src/api/plan_state.hpp"
 #include "src/kernel/compute_path.hpp"
 #include "src/runtime/positional.hpp"
@@ -71,6 +72,11 @@ RunRecord record_of(const detail::PlanState& st, const detail::Cost& cost, int t
 
 AttentionShape cache_shape(const KvCacheShape& cache, std::int64_t heads_q, std::int64_t seq_q) {
   return {cache.batch, heads_q, cache.heads_kv, seq_q, cache.capacity, cache.dim, cache.dim_v};
+}
+
+AttentionShape paged_shape(const PagedKvCacheShape& cache, std::int64_t batch, std::int64_t heads_q,
+                           std::int64_t seq_q, std::int64_t max_length) {
+  return {batch, heads_q, cache.heads_kv, seq_q, max_length, cache.dim, cache.dim_v};
 }
 
 AttentionPlan::AttentionPlan(std::shared_ptr<const detail::PlanState> state)
@@ -176,15 +182,15 @@ RunRecord AttentionPlan::run(const AnyConstTensor& q, const AnyConstTensor& k,
   return record;
 }
 
-RunRecord AttentionPlan::run(const AnyConstTensor& q, const KvCache& cache, const AnyTensor& out,
-                             const RunOutputs& outputs, std::span<std::byte> workspace) const {
-  const Clock::time_point start = Clock::now();
-  const detail::PlanState& st = *state_;
-  detail::check_cache_run(st, cache, outputs);
-  // The decode kernel over a cache has no bf16 products yet: it widens a bf16 cache exactly.
+namespace {
+
+// The decode kernel over a checked cache view: q and out staged in fp32 when they are half (or
+// q is rounded by fp32_precision); the cache is read in its own dtype.
+RunRecord run_over_cache(const detail::PlanState& st, const AnyConstTensor& q, const AnyTensor& out,
+                         const RunOutputs& outputs, std::span<std::byte> workspace,
+                         const detail::PackedKv& kv, Clock::time_point start) {
+  // The decode kernel has no bf16 products yet: it widens a half or int8 cache exactly.
   const detail::ComputePath path = detail::ComputePath::kFp32;
-  // Half q or out (or q rounded by fp32_precision): checked against the caller's views, then
-  // staged in fp32 (staging.hpp). The cache is read in its own dtype.
   const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;
   detail::F32Staging staging;
   ConstTensor q32 = q.as<float>();
@@ -199,11 +205,31 @@ RunRecord AttentionPlan::run(const AnyConstTensor& q, const KvCache& cache, cons
   p = detail::bind_outputs(p, out32, outputs, {{"q", q_range}});
   hwy::AlignedFreeUniquePtr<float[]> owned;
   float* ws = cache_workspace(st, workspace, owned);
-  const detail::CacheProblem cp =
-      detail::cache_problem(st, p, detail::KvCacheAccess::packed(cache));
+  const detail::CacheProblem cp = detail::cache_problem(st, p, kv);
   detail::cache_attention(cp, ws);
   staging.finish();
   return record_of(st, detail::cache_cost(cp), detail::cache_team(cp), start, path);
+}
+
+}  // namespace
+
+RunRecord AttentionPlan::run(const AnyConstTensor& q, const KvCache& cache, const AnyTensor& out,
+                             const RunOutputs& outputs, std::span<std::byte> workspace) const {
+  const Clock::time_point start = Clock::now();
+  detail::check_cache_run(*state_, cache, outputs);
+  return run_over_cache(*state_, q, out, outputs, workspace, detail::KvCacheAccess::packed(cache),
+                        start);
+}
+
+RunRecord AttentionPlan::run(const AnyConstTensor& q, const PagedKvCache& cache,
+                             std::span<const PagedKvCache::SequenceId> sequences,
+                             const AnyTensor& out, const RunOutputs& outputs,
+                             std::span<std::byte> workspace) const {
+  const Clock::time_point start = Clock::now();
+  const detail::PagedView view =
+      detail::PagedKvCacheAccess::view(cache, sequences, state_->shape.seq_k);
+  detail::check_paged_run(*state_, cache, view.packed, outputs);
+  return run_over_cache(*state_, q, out, outputs, workspace, view.packed, start);
 }
 
 RunRecord attend(const AnyConstTensor& q, const AnyConstTensor& k, const AnyConstTensor& v,

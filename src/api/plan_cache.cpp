@@ -1,6 +1,7 @@
 // The cache path of AttentionPlan::run: checks against the cache, the kernel problem, cost.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "src/api/plan_state.hpp"
 #include "src/runtime/positional.hpp"
@@ -35,33 +36,47 @@ void expect_cache_extent(const char* name, std::int64_t actual, std::int64_t pla
 }
 
 // The cache's keys were rotated when appended: the plan must rotate its queries the same way.
-void check_cache_rope(const PlanState& st, const KvCacheShape& c) {
+void check_cache_rope(const PlanState& st, const std::optional<RotaryEmbedding>& cache_rope,
+                      std::int64_t dim) {
   check_positional_over_cache(st.planned.positional.get());
   const std::optional<RotaryEmbedding>& planned = st.options.rope;
-  if (planned.has_value() != c.rope.has_value()) {
-    fail("options.rope", c.rope ? "the cache's rope (its keys are rotated)" : "unset",
+  if (planned.has_value() != cache_rope.has_value()) {
+    fail("options.rope", cache_rope ? "the cache's rope (its keys are rotated)" : "unset",
          planned ? "a RotaryEmbedding over a cache without rope" : "unset",
-         "give the plan and the KvCacheShape the same RotaryEmbedding");
+         "give the plan and the cache's shape the same RotaryEmbedding");
   }
-  if (planned && !same_rotation(*planned, *c.rope, c.dim)) {
+  if (planned && !same_rotation(*planned, *cache_rope, dim)) {
     fail("options.rope",
-         "the cache's rope: theta " + std::to_string(c.rope->theta) + ", dims " +
-             str(c.rope->dims) + ", offset " + str(c.rope->offset),
+         "the cache's rope: theta " + std::to_string(cache_rope->theta) + ", dims " +
+             str(cache_rope->dims) + ", offset " + str(cache_rope->offset),
          "theta " + std::to_string(planned->theta) + ", dims " + str(planned->dims) + ", offset " +
              str(planned->offset) + " (or another layout or scaling)",
-         "give the plan and the KvCacheShape the same RotaryEmbedding");
+         "give the plan and the cache's shape the same RotaryEmbedding");
   }
 }
 
-}  // namespace
+// The new queries are the last S_q tokens of every sequence: a shorter sequence would put
+// rows at negative positions (they used to come out as zeros).
+void check_lengths_cover_queries(const std::string& what, const std::int64_t* lengths,
+                                 std::int64_t batch, std::int64_t seq_q) {
+  for (std::int64_t b = 0; b < batch; ++b) {
+    if (lengths[b] < seq_q) {
+      fail("q.shape[2] (S_q)",
+           "<= " + what + "(" + str(b) + ") = " + str(lengths[b]) +
+               " (the queries are the last S_q tokens of each sequence)",
+           str(seq_q), "append the new tokens' keys and values to the cache before the run");
+    }
+  }
+}
 
-void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs& outputs) {
+// What every run over a cache refuses: a row without a cache rule, masks the cache replaces,
+// attention weights.
+void check_cache_options(const PlanState& st, const RunOutputs& outputs) {
   if (!st.cache_rule) {
     unsupported("variant", std::string(to_string(st.id)) +
                                " does not run over a KvCache: use one of " + variants_over_cache() +
                                " (linear attention's recurrent state is LinearAttentionState)");
   }
-  const CacheRule& rule = *st.cache_rule;
   const Mask& mask = st.options.mask;
   if (!mask.key_lengths.empty()) {
     unsupported("mask.key_lengths", "the cache's own per-sequence lengths are the key lengths");
@@ -69,24 +84,40 @@ void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs
   if (mask.keep) unsupported("mask.keep", "masks over a cache are not built; use key lengths");
   if (mask.bias) unsupported("mask.bias", "biases over a cache are not built");
   if (outputs.weights) unsupported("weights", "the cache path never forms attention weights");
+}
+
+}  // namespace
+
+void check_paged_run(const PlanState& st, const PagedKvCache& cache, const PackedKv& kv,
+                     const RunOutputs& outputs) {
+  check_cache_options(st, outputs);
+  const PagedKvCacheShape& c = cache.shape();
+  const AttentionShape& s = st.shape;
+  check_cache_rope(st, c.rope, c.dim);
+  if (kv.batch != s.batch) {
+    fail("sequences.size()", str(s.batch) + " (the plan's batch)", str(kv.batch),
+         "make the plan with paged_shape(cache.shape(), sequences.size(), H_q, S_q, max_length)");
+  }
+  expect_cache_extent("heads_kv", c.heads_kv, s.heads_kv);
+  expect_cache_extent("dim", c.dim, s.dim);
+  expect_cache_extent("dim_v", c.dim_v, s.dim_v);
+  check_lengths_cover_queries("cache.length(sequences[i])", kv.lengths, kv.batch, s.seq_q);
+}
+
+void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs& outputs) {
+  check_cache_options(st, outputs);
+  const CacheRule& rule = *st.cache_rule;
   const KvCacheShape& c = cache.shape();
   const AttentionShape& s = st.shape;
-  check_cache_rope(st, c);
+  check_cache_rope(st, c.rope, c.dim);
   expect_cache_extent("batch", c.batch, s.batch);
   expect_cache_extent("heads_kv", c.heads_kv, s.heads_kv);
   expect_cache_extent("capacity", c.capacity, s.seq_k);
   expect_cache_extent("dim", c.dim, s.dim);
   expect_cache_extent("dim_v", c.dim_v, s.dim_v);
-  // The new queries are the last S_q tokens of every sequence: a shorter sequence would put
-  // rows at negative positions (they used to come out as zeros).
-  for (std::int64_t b = 0; b < c.batch; ++b) {
-    if (cache.length(b) < s.seq_q) {
-      fail("q.shape[2] (S_q)",
-           "<= cache.length(" + str(b) + ") = " + str(cache.length(b)) +
-               " (the queries are the last S_q tokens of each sequence)",
-           str(s.seq_q), "append the new tokens' keys and values to the cache before the run");
-    }
-  }
+  std::vector<std::int64_t> lengths(static_cast<std::size_t>(c.batch));
+  for (std::int64_t b = 0; b < c.batch; ++b) lengths[static_cast<std::size_t>(b)] = cache.length(b);
+  check_lengths_cover_queries("cache.length", lengths.data(), c.batch, s.seq_q);
   if (cache.mode() != KvCacheMode::kRing) return;
   if (!rule.banded) {
     for (std::int64_t b = 0; b < c.batch; ++b) {

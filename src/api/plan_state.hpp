@@ -37,6 +37,11 @@ struct PlanState {
 // see. Throws Error; reads the cache only.
 void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs& outputs);
 
+// The same for a batch of a PagedKvCache's sequences, given its gathered view (their lengths
+// and block tables): the sequence count, extents and rope against the plan, S_q <= lengths.
+void check_paged_run(const PlanState& st, const PagedKvCache& cache, const PackedKv& kv,
+                     const RunOutputs& outputs);
+
 // The kernel's problem for bound q/out (and lse) over the packed cache.
 CacheProblem cache_problem(const PlanState& st, const Problem& bound, const PackedKv& kv);
 

@@ -9,6 +9,7 @@
 #include "seqattn/error.hpp"
 #include "src/cli/commands.hpp"
 #include "src/cli/measure.hpp"
+#include "src/cli/paged_bench.hpp"
 #include "src/cli/positional_flags.hpp"
 #include "src/cli/ring_bench.hpp"
 #include "src/cli/variant_flags.hpp"
@@ -35,6 +36,8 @@ struct BenchFlags {
   bool sweep = false;
   bool ring = false;  // under mpirun: ring attention over the ranks (S = --seq in total)
   bool baseline = false;
+  bool paged = false;  // batched decode over a PagedKvCache (paged_bench.hpp)
+  std::string seq_lens = "512:8192";
   std::string seqs = "128,256,512,1024,2048,4096,8192";
   VariantFlags variant;
   PositionalFlags positional;
@@ -91,10 +94,10 @@ void bench(BenchFlags f) {
   if (f.seq_q_opt->count() > 0) check_positive(f.seq_q, "--seq-q");
   f.shape.dtype = parse_dtype(f.dtype, "--dtype");
   f.shape.kv_dtype = f.kv_dtype ? parse_dtype(*f.kv_dtype, "--kv-dtype", true) : f.shape.dtype;
-  if (f.shape.kv_dtype == DType::kI8 && f.seq_q_opt->count() == 0) {
+  if (f.shape.kv_dtype == DType::kI8 && f.seq_q_opt->count() == 0 && !f.paged) {
     throw Error(ErrorKind::kUnsupported, "--kv-dtype",
-                "f32, bf16 or f16 without --seq-q (i8 is a KV cache's storage)", "i8",
-                "add --seq-q N to bench attention over an int8 KvCache");
+                "f32, bf16 or f16 without --seq-q or --paged (i8 is a KV cache's storage)", "i8",
+                "add --seq-q N (or --paged) to bench attention over an int8 cache");
   }
   const std::string dtypes = std::string(to_string(f.shape.dtype)) + "/" +
                              std::string(to_string(f.shape.kv_dtype)) + " (q,out/k,v)";
@@ -105,6 +108,17 @@ void bench(BenchFlags f) {
   options.threads = f.threads;
   options.fp32_precision = parse_fp32_precision(f.fp32_precision, "--fp32-precision");
 
+  if (f.paged) {
+    if (f.ring || f.sweep || f.seq_opt->count() > 0) {
+      throw Error(ErrorKind::kUnsupported, "--paged", "--seq-lens A:B, no --seq, --ring or --sweep",
+                  "other flags", "e.g. seqattn bench --paged --batch 32 --seq-lens 512:8192");
+    }
+    PagedBenchSpec spec{
+        f.shape, f.seq_q_opt->count() > 0 ? f.seq_q : 1, 0, 0, options, f.warmup, f.repeat, f.json};
+    parse_seq_lens(f.seq_lens, "--seq-lens", spec.min_len, spec.max_len);
+    bench_paged(spec);
+    return;
+  }
   if (f.ring) {
     if (f.seq_opt->count() == 0 || f.sweep || f.seq_q_opt->count() > 0 ||
         f.shape.dtype != DType::kF32 || f.shape.kv_dtype != DType::kF32)
@@ -194,6 +208,12 @@ void add_bench_command(CLI::App& app) {
                   "element type of k and v, or of the KV cache with --seq-q (default --dtype; "
                   "i8: an int8 cache, --seq-q only)");
   add_fp32_precision_flag(*cmd, flags->fp32_precision);
+  cmd->add_flag("--paged", flags->paged,
+                "batched decode over a PagedKvCache: --batch sequences of --seq-lens lengths, "
+                "compared with a read probe of the same bytes");
+  cmd->add_option("--seq-lens", flags->seq_lens,
+                  "with --paged: lengths A:B, spread evenly (fixed shuffle) over the batch")
+      ->capture_default_str();
   cmd->add_flag("--causal", flags->causal, "causal mask");
   cmd->add_option("--threads", flags->threads, "threads (0 = all cores)")->capture_default_str();
   cmd->add_option("--repeat", flags->repeat, "timed runs (median reported)")->capture_default_str();

@@ -3,14 +3,16 @@
 // nearest even (half.hpp).
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "seqattn/half.hpp"
 
 namespace seqattn::detail {
 
 // Calls f(T{}) with T the element type of `dtype` (float, bfloat16 or float16) and returns its
-// result.
+// result. For tensors: a kI8 view is refused before it gets here (check_tensor_dtype).
 template <class F>
 decltype(auto) visit_element(DType dtype, F&& f) {
   switch (dtype) {
@@ -22,6 +24,13 @@ decltype(auto) visit_element(DType dtype, F&& f) {
     default:
       return f(float{});
   }
+}
+
+// visit_element for a cache's storage, which may also be int8 (DType::kI8 → std::int8_t).
+template <class F>
+decltype(auto) visit_cache_element(DType dtype, F&& f) {
+  if (dtype == DType::kI8) return f(std::int8_t{});
+  return visit_element(dtype, std::forward<F>(f));
 }
 
 // x as a Dst: through float, so every pair of element types converts the same way.

@@ -508,6 +508,25 @@ TEST_F(CliTest, BenchTakesDtypesAndCountsStoredCacheBytes) {
   r = run("bench --seq 64 --dtype i8");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("'--dtype'"), std::string::npos) << r.err;
+  // Batched decode over a PagedKvCache: lengths spread evenly over A..B (ends included),
+  // bytes counted from them, a read probe of the same bytes in the same run.
+  r =
+      run("bench --json --paged --batch 3 --heads 4 --kv-heads 2 --dim 16 --seq-lens 10:30 "
+          "--kv-dtype bf16 --repeat 2 --warmup 0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  std::vector<std::int64_t> lens = j["seq_lens"].get<std::vector<std::int64_t>>();
+  std::sort(lens.begin(), lens.end());
+  EXPECT_EQ(lens, (std::vector<std::int64_t>{10, 20, 30}));
+  EXPECT_EQ(j["kv_bytes"].get<double>(), 2.0 * 2 * 60 * 32);
+  EXPECT_GT(j["probe_gbps"].get<double>(), 0.0);
+  EXPECT_GT(j["kv_gbps"].get<double>(), 0.0);
+  r = run("bench --paged --seq 64");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("'--paged'"), std::string::npos) << r.err;
+  r = run("bench --paged --seq-lens 30:10");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("'--seq-lens'"), std::string::npos) << r.err;
   r = run("bench --seq 64 --kv-dtype ''");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("'--kv-dtype'"), std::string::npos) << r.err;

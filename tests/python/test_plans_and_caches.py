@@ -103,3 +103,43 @@ def test_appends_and_runs_from_two_threads(rng):
         t.join()
     assert not errors
     np.testing.assert_allclose(p.run(q, cache=cache), reference(q, k, v), atol=2e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8"])
+def test_a_paged_batch_equals_each_sequence_alone(rng, dtype):
+    """Sequences of different lengths in one pool (one forked from another), run as one batch,
+    give what each gives alone over its own KvCache; freeing returns the blocks."""
+    h, h_kv, d = 4, 2, 16
+    lengths = [1, 70, 130]
+    k = [randn(rng, 1, h_kv, n, d) for n in lengths]
+    v = [randn(rng, 1, h_kv, n, d) for n in lengths]
+    pool = seqattn.PagedKvCache(h_kv, d, blocks=16, dtype=dtype)
+    ids = []
+    for kb, vb in zip(k, v):
+        ids.append(pool.add())
+        pool.append(ids[-1], kb, vb)
+    child = pool.fork(ids[1])  # shares 70 tokens, then grows on its own
+    extra_k, extra_v = randn(rng, 1, h_kv, 5, d), randn(rng, 1, h_kv, 5, d)
+    pool.append(child, extra_k, extra_v)
+    assert [pool.length(i) for i in ids + [child]] == [1, 70, 130, 75]
+    q = randn(rng, 4, h, 1, d)
+    p = seqattn.plan(cache=pool, batch=4, heads_q=h, seq_q=1, max_length=256, causal=True)
+    out = p.run(q, cache=pool, sequences=ids + [child])
+    alone_k = k + [np.concatenate([k[1], extra_k], axis=2)]
+    alone_v = v + [np.concatenate([v[1], extra_v], axis=2)]
+    for b, (kb, vb) in enumerate(zip(alone_k, alone_v)):
+        cache = seqattn.KvCache(1, h_kv, kb.shape[2], d, dtype=dtype)
+        cache.append(kb, vb)
+        want = seqattn.plan(cache=cache, heads_q=h, seq_q=1, causal=True).run(q[b:b + 1],
+                                                                            cache=cache)
+        np.testing.assert_allclose(out[b:b + 1], want, atol=1e-6, rtol=0)
+    used = 16 - pool.free_blocks
+    pool.free(ids[1])
+    # Its own partial block (the fork copied its share before appending) returns; the full
+    # block stays, the fork holds it.
+    assert pool.free_blocks == 16 - used + 1
+    with pytest.raises(ValueError, match="sequences\\[1\\]"):
+        p.run(q, cache=pool, sequences=ids + [child])
+    with pytest.raises(ValueError, match="k.shape\\[2\\]"):
+        pool.append(ids[0], randn(rng, 1, h_kv, 2000, d), randn(rng, 1, h_kv, 2000, d))
+    assert pool.length(ids[0]) == 1

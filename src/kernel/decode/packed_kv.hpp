@@ -29,6 +29,11 @@ struct PackedKv {
   bool ring = false;
   const float* k_scale = nullptr;  // int8 only: [B][H_kv][blocks][kKvBlock]
   const float* v_scale = nullptr;
+  // A paged pool (PagedKvCache): k, v and the scales hold [pool block][H_kv][...], and row b of
+  // the table names the pool block of each 64 positions of sequence b. Null: the contiguous
+  // KvCache layout above.
+  const std::int64_t* block_table = nullptr;
+  std::int64_t table_width = 0;
 
   std::int64_t length(std::int64_t b) const { return lengths[b]; }
   // First position still stored: a ring keeps the last `capacity` tokens.
@@ -55,6 +60,7 @@ struct PackedKv {
 
  private:
   std::int64_t block_index(std::int64_t b, std::int64_t hk, std::int64_t j) const {
+    if (block_table != nullptr) return block_table[b * table_width + j / kKvBlock] * heads_kv + hk;
     return (b * heads_kv + hk) * blocks + j / kKvBlock % blocks;
   }
 };

@@ -1,0 +1,328 @@
+// PagedKvCache: the block pool, the sequences' block tables with reference counts and
+// copy-on-write, and appends into the decode kernel's block layout (src/kernel/decode/
+// packed_kv.hpp), here indexed through a table instead of by position.
+#include "seqattn/paged_kv_cache.hpp"
+
+#include <hwy/aligned_allocator.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "src/api/kv_pack.hpp"
+#include "src/api/paged_kv_cache_access.hpp"
+#include "src/runtime/int8_rows.hpp"
+#include "src/runtime/validate.hpp"
+
+namespace seqattn {
+
+namespace {
+
+using detail::fail;
+using detail::kKvBlock;
+static_assert(kPagedBlockTokens == kKvBlock, "a pool block is a decode kernel block");
+
+std::string str(std::int64_t x) { return std::to_string(x); }
+
+}  // namespace
+
+struct PagedKvCache::Impl {
+  struct Sequence {
+    std::int64_t length = 0;
+    std::vector<std::int64_t> blocks;  // the table: block p / 64 holds position p
+  };
+
+  PagedKvCacheShape shape;
+  std::int64_t dv_pad = 0;
+  std::size_t elem_bytes = 4;
+  // Per pool block: K [H_kv][D][64], V [H_kv][64][dv_pad] (elements), scales [H_kv][64] (i8).
+  std::int64_t k_block = 0, v_block = 0, scale_block = 0;
+  hwy::AlignedFreeUniquePtr<std::uint8_t[]> k, v;
+  hwy::AlignedFreeUniquePtr<float[]> k_scale, v_scale;
+  std::vector<std::int32_t> refs;       // sequences holding each block
+  std::vector<std::int64_t> free_list;  // blocks no sequence holds (taken from the back)
+  std::unordered_map<SequenceId, Sequence> live;
+  SequenceId next_id = 0;
+  std::optional<detail::RopeTables> rope;
+
+  Sequence& find(SequenceId id, const char* argument) {
+    auto it = live.find(id);
+    if (it == live.end()) {
+      fail(argument, "a live sequence (from add() or fork(), not freed)",
+           "id " + str(id) + (id >= 0 && id < next_id ? " (freed)" : " (unknown)"));
+    }
+    return it->second;
+  }
+  // A block from the pool, zeroed (stale values, possibly non-finite, never meet the kernel's
+  // padded lanes), held once.
+  std::int64_t take() {
+    const std::int64_t b = free_list.back();
+    free_list.pop_back();
+    refs[static_cast<std::size_t>(b)] = 1;
+    std::memset(k.get() + b * k_block * elem_bytes, 0, k_block * elem_bytes);
+    std::memset(v.get() + b * v_block * elem_bytes, 0, v_block * elem_bytes);
+    if (scale_block != 0) {
+      std::fill_n(k_scale.get() + b * scale_block, scale_block, 0.0f);
+      std::fill_n(v_scale.get() + b * scale_block, scale_block, 0.0f);
+    }
+    return b;
+  }
+  void release(std::int64_t block) {
+    if (--refs[static_cast<std::size_t>(block)] == 0) free_list.push_back(block);
+  }
+  // A private copy of a shared block (copy-on-write).
+  std::int64_t copy_of(std::int64_t block) {
+    const std::int64_t b = take();
+    std::memcpy(k.get() + b * k_block * elem_bytes, k.get() + block * k_block * elem_bytes,
+                k_block * elem_bytes);
+    std::memcpy(v.get() + b * v_block * elem_bytes, v.get() + block * v_block * elem_bytes,
+                v_block * elem_bytes);
+    if (scale_block != 0) {
+      std::copy_n(k_scale.get() + block * scale_block, scale_block,
+                  k_scale.get() + b * scale_block);
+      std::copy_n(v_scale.get() + block * scale_block, scale_block,
+                  v_scale.get() + b * scale_block);
+    }
+    release(block);
+    return b;
+  }
+  template <class Src>
+  void write(const Sequence& s, const TensorView<const Src>& kt, const TensorView<const Src>& vt,
+             const std::vector<float>& scales);
+  template <class Src>
+  std::vector<float> int8_scales(const Sequence& s, const TensorView<const Src>& kt,
+                                 const TensorView<const Src>& vt) const;
+};
+
+// (i8) Every token's key and value scales, before anything is written: [hk][t][k, v].
+template <class Src>
+std::vector<float> PagedKvCache::Impl::int8_scales(const Sequence& s,
+                                                   const TensorView<const Src>& kt,
+                                                   const TensorView<const Src>& vt) const {
+  const std::int64_t n = kt.shape[2], heads = shape.heads_kv;
+  std::vector<float> scales(static_cast<std::size_t>(heads * n * 2));
+  std::vector<float> row(static_cast<std::size_t>(3 * std::max(shape.dim, shape.dim_v)));
+  const detail::RopeTables* r = rope ? &*rope : nullptr;
+  for (std::int64_t hk = 0; hk < heads; ++hk) {
+    for (std::int64_t t = 0; t < n; ++t) {
+      float* sc = scales.data() + (hk * n + t) * 2;
+      detail::widen_key_row(kt.ptr(0, hk, t), kt.strides[3], shape.dim, r, s.length + t,
+                            row.data());
+      sc[0] = detail::int8_row_scale(row.data(), shape.dim);
+      detail::widen_row(vt.ptr(0, hk, t), vt.strides[3], shape.dim_v, row.data());
+      sc[1] = detail::int8_row_scale(row.data(), shape.dim_v);
+      for (int which = 0; which < 2; ++which) {
+        if (std::isfinite(sc[which])) continue;
+        fail(which == 0 ? "k" : "v",
+             "finite values (an int8 cache stores max|row| / 127 per token)",
+             "a non-finite value in kv head " + str(hk) + ", token " + str(t),
+             "store this cache as f32, bf16 or f16 to keep non-finite values");
+      }
+    }
+  }
+  return scales;
+}
+
+// Token t goes to position length + t: slot (length + t) % 64 of table block (length + t) / 64.
+template <class Src>
+void PagedKvCache::Impl::write(const Sequence& s, const TensorView<const Src>& kt,
+                               const TensorView<const Src>& vt, const std::vector<float>& scales) {
+  const std::int64_t n = kt.shape[2], heads = shape.heads_kv, dim = shape.dim;
+  std::vector<float> row(static_cast<std::size_t>(3 * std::max(dim, shape.dim_v)));
+  const detail::RopeTables* r = rope ? &*rope : nullptr;
+  detail::visit_cache_element(shape.dtype, [&](auto elem) {
+    using Dst = decltype(elem);
+    for (std::int64_t t = 0; t < n; ++t) {
+      const std::int64_t pos = s.length + t, slot = pos % kKvBlock;
+      const std::int64_t block = s.blocks[static_cast<std::size_t>(pos / kKvBlock)];
+      for (std::int64_t hk = 0; hk < heads; ++hk) {
+        const std::int64_t sub = block * heads + hk;  // the (block, kv head) sub-block
+        Dst* key = reinterpret_cast<Dst*>(k.get()) + sub * dim * kKvBlock + slot;
+        Dst* value = reinterpret_cast<Dst*>(v.get()) + (sub * kKvBlock + slot) * dv_pad;
+        detail::widen_key_row(kt.ptr(0, hk, t), kt.strides[3], dim, r, pos, row.data());
+        if constexpr (std::is_same_v<Dst, std::int8_t>) {
+          const float* sc = scales.data() + (hk * n + t) * 2;
+          detail::quantize_int8_row(row.data(), dim, sc[0], key, kKvBlock);
+          detail::widen_row(vt.ptr(0, hk, t), vt.strides[3], shape.dim_v, row.data());
+          detail::quantize_int8_row(row.data(), shape.dim_v, sc[1], value, 1);
+          k_scale[static_cast<std::size_t>(sub * kKvBlock + slot)] = sc[0];
+          v_scale[static_cast<std::size_t>(sub * kKvBlock + slot)] = sc[1];
+        } else {
+          for (std::int64_t d = 0; d < dim; ++d)
+            key[d * kKvBlock] = detail::convert_element<Dst>(row[static_cast<std::size_t>(d)]);
+          const Src* vs = vt.ptr(0, hk, t);
+          for (std::int64_t d = 0; d < shape.dim_v; ++d)
+            value[d] = detail::convert_element<Dst>(vs[d * vt.strides[3]]);
+        }
+      }
+    }
+  });
+}
+
+PagedKvCache::PagedKvCache(const PagedKvCacheShape& shape) : impl_(std::make_unique<Impl>()) {
+  constexpr std::int64_t kMax = std::int64_t{1} << 40;
+  const std::pair<const char*, std::int64_t> extents[] = {{"shape.heads_kv", shape.heads_kv},
+                                                          {"shape.dim", shape.dim},
+                                                          {"shape.dim_v", shape.dim_v},
+                                                          {"shape.blocks", shape.blocks}};
+  for (const auto& [name, value] : extents) {
+    if (value < 1) fail(name, ">= 1", str(value));
+    if (value > kMax) fail(name, "<= 2^40", str(value));
+  }
+  if (shape.dtype != DType::kF32 && shape.dtype != DType::kBF16 && shape.dtype != DType::kF16 &&
+      shape.dtype != DType::kI8) {
+    fail("shape.dtype", "DType::kF32, kBF16, kF16 or kI8",
+         str(static_cast<std::int64_t>(shape.dtype)) + " (not a DType)");
+  }
+  Impl& m = *impl_;
+  m.shape = shape;
+  m.elem_bytes = dtype_size(shape.dtype);
+  m.dv_pad =
+      (shape.dim_v + detail::kKvColumnAlign - 1) / detail::kKvColumnAlign * detail::kKvColumnAlign;
+  m.k_block = detail::checked_product({shape.heads_kv, shape.dim, kKvBlock}, "shape (K block)");
+  m.v_block = detail::checked_product({shape.heads_kv, kKvBlock, m.dv_pad}, "shape (V block)");
+  const std::int64_t k_total = detail::checked_product({shape.blocks, m.k_block}, "shape (K)");
+  const std::int64_t v_total = detail::checked_product({shape.blocks, m.v_block}, "shape (V)");
+  if (k_total > kMax || v_total > kMax) {
+    fail("shape.blocks", "a pool of at most 2^40 elements for K and for V", str(shape.blocks));
+  }
+  m.k = hwy::AllocateAligned<std::uint8_t>(static_cast<std::size_t>(k_total) * m.elem_bytes);
+  m.v = hwy::AllocateAligned<std::uint8_t>(static_cast<std::size_t>(v_total) * m.elem_bytes);
+  bool ok = m.k && m.v;
+  if (shape.dtype == DType::kI8) {
+    m.scale_block = shape.heads_kv * kKvBlock;
+    m.k_scale = hwy::AllocateAligned<float>(static_cast<std::size_t>(shape.blocks * m.scale_block));
+    m.v_scale = hwy::AllocateAligned<float>(static_cast<std::size_t>(shape.blocks * m.scale_block));
+    ok = ok && m.k_scale && m.v_scale;
+  }
+  if (!ok) {
+    throw Error(ErrorKind::kInvalidArgument, "shape.blocks", "a pool that fits in memory",
+                str(shape.blocks) + " blocks", "use fewer blocks, or store bf16, f16 or i8");
+  }
+  if (shape.rope) {
+    m.rope.emplace();
+    detail::init_cache_rope(*m.rope, *shape.rope, shape.dim);
+  }
+  m.refs.assign(static_cast<std::size_t>(shape.blocks), 0);
+  m.free_list.resize(static_cast<std::size_t>(shape.blocks));
+  for (std::int64_t b = 0; b < shape.blocks; ++b) {
+    m.free_list[static_cast<std::size_t>(b)] = shape.blocks - 1 - b;  // block 0 taken first
+  }
+}
+
+PagedKvCache::~PagedKvCache() = default;
+PagedKvCache::PagedKvCache(PagedKvCache&&) noexcept = default;
+PagedKvCache& PagedKvCache::operator=(PagedKvCache&&) noexcept = default;
+
+PagedKvCache::SequenceId PagedKvCache::add() {
+  impl_->live.emplace(impl_->next_id, Impl::Sequence{});
+  return impl_->next_id++;
+}
+
+PagedKvCache::SequenceId PagedKvCache::fork(SequenceId parent) {
+  Impl::Sequence copy = impl_->find(parent, "parent");
+  for (const std::int64_t b : copy.blocks) ++impl_->refs[static_cast<std::size_t>(b)];
+  impl_->live.emplace(impl_->next_id, std::move(copy));
+  return impl_->next_id++;
+}
+
+void PagedKvCache::free(SequenceId sequence) {
+  Impl::Sequence& s = impl_->find(sequence, "sequence");
+  for (const std::int64_t b : s.blocks) impl_->release(b);
+  impl_->live.erase(sequence);
+}
+
+void PagedKvCache::append(SequenceId sequence, const AnyConstTensor& k, const AnyConstTensor& v) {
+  Impl& m = *impl_;
+  Impl::Sequence& s = m.find(sequence, "sequence");
+  const std::int64_t n =
+      detail::check_cache_tokens(m.shape.heads_kv, m.shape.dim, m.shape.dim_v, 1, k, v);
+  if (n > (std::int64_t{1} << 40) - s.length) {
+    fail("k.shape[2] (new tokens)", "a length below 2^40", str(s.length) + " + " + str(n));
+  }
+  // Blocks the tokens need: new ones past the table, and a copy of a shared partial last block.
+  const auto held = static_cast<std::int64_t>(s.blocks.size());
+  const std::int64_t fresh = (s.length + n + kKvBlock - 1) / kKvBlock - held;
+  const bool copy =
+      n > 0 && s.length % kKvBlock != 0 && m.refs[static_cast<std::size_t>(s.blocks.back())] > 1;
+  const std::int64_t needed = fresh + (copy ? 1 : 0);
+  const auto free_now = static_cast<std::int64_t>(m.free_list.size());
+  if (needed > free_now) {
+    fail("k.shape[2] (new tokens)",
+         "tokens that fit in the pool's " + str(free_now) + " free blocks of 64",
+         str(n) + " (" + str(needed) + " blocks)",
+         "free finished sequences, or make the pool larger (PagedKvCacheShape::blocks)");
+  }
+  detail::visit_element(k.dtype, [&](auto src) {
+    using Src = decltype(src);
+    const TensorView<const Src> kt = k.as<Src>(), vt = v.as<Src>();
+    const std::vector<float> scales =
+        m.shape.dtype == DType::kI8 ? m.int8_scales(s, kt, vt) : std::vector<float>{};
+    // Nothing can fail past this point.
+    if (copy) s.blocks.back() = m.copy_of(s.blocks.back());
+    for (std::int64_t i = 0; i < fresh; ++i) s.blocks.push_back(m.take());
+    m.write(s, kt, vt, scales);
+  });
+  s.length += n;
+}
+
+std::int64_t PagedKvCache::length(SequenceId sequence) const {
+  return impl_->find(sequence, "sequence").length;
+}
+std::int64_t PagedKvCache::free_blocks() const {
+  return static_cast<std::int64_t>(impl_->free_list.size());
+}
+std::int64_t PagedKvCache::sequences() const {
+  return static_cast<std::int64_t>(impl_->live.size());
+}
+std::int64_t PagedKvCache::bytes() const {
+  const Impl& m = *impl_;
+  return m.shape.blocks * (static_cast<std::int64_t>(m.elem_bytes) * (m.k_block + m.v_block) +
+                           2 * 4 * m.scale_block);
+}
+const PagedKvCacheShape& PagedKvCache::shape() const { return impl_->shape; }
+
+namespace detail {
+
+PagedView PagedKvCacheAccess::view(const PagedKvCache& cache,
+                                   std::span<const PagedKvCache::SequenceId> sequences,
+                                   std::int64_t max_length) {
+  PagedKvCache::Impl& m = *cache.impl_;
+  PagedView out;
+  const std::int64_t table_width = (max_length + kKvBlock - 1) / kKvBlock;
+  out.lengths.resize(sequences.size());
+  out.tables.assign(sequences.size() * static_cast<std::size_t>(table_width), 0);
+  for (std::size_t b = 0; b < sequences.size(); ++b) {
+    const std::string name = "sequences[" + str(static_cast<std::int64_t>(b)) + "]";
+    const PagedKvCache::Impl::Sequence& s = m.find(sequences[b], name.c_str());
+    if (s.length > max_length) {
+      fail(name, "a sequence of at most " + str(max_length) + " tokens (the plan's S_k)",
+           str(s.length) + " tokens", "plan with a larger maximum length");
+    }
+    out.lengths[b] = s.length;
+    std::copy(s.blocks.begin(), s.blocks.end(),
+              out.tables.begin() + static_cast<std::ptrdiff_t>(b) * table_width);
+  }
+  PackedKv& p = out.packed;
+  p.k = m.k.get();
+  p.v = m.v.get();
+  p.dtype = m.shape.dtype;
+  p.lengths = out.lengths.data();
+  p.batch = static_cast<std::int64_t>(sequences.size());
+  p.heads_kv = m.shape.heads_kv;
+  p.dim = m.shape.dim;
+  p.dim_v = m.shape.dim_v;
+  p.dv_pad = m.dv_pad;
+  p.capacity = max_length;
+  p.block_table = out.tables.data();
+  p.table_width = table_width;
+  p.k_scale = m.k_scale.get();
+  p.v_scale = m.v_scale.get();
+  return out;
+}
+
+}  // namespace detail
+}  // namespace seqattn
