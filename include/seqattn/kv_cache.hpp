@@ -23,7 +23,10 @@ struct KvCacheShape {
   std::int64_t dim = 64;         // D of the keys (and of the queries that attend to them)
   std::int64_t dim_v = 64;       // D_v of the values (and of the output)
   // Element type of the stored keys and values: f32, or bf16/f16 (half the bytes a decode
-  // step reads; appended tokens are rounded to nearest even, the kernel widens exactly).
+  // step reads; appended tokens are rounded to nearest even, the kernel widens exactly), or i8
+  // (a quarter, plus one fp32 scale per token and kv head for K and for V: max|row| / 127,
+  // values rounded to nearest on that grid; docs/architecture.md, "int8 KV"). Another value
+  // is an Error naming shape.dtype.
   DType dtype = DType::kF32;
   // RoPE on the keys: each appended key is rotated once, at position offset + its index
   // (length(b) + t for token t of an append; in ring mode positions keep counting). Explicit
@@ -56,8 +59,10 @@ class KvCache {
   KvCache& operator=(KvCache&&) noexcept;
 
   // Appends n tokens to every sequence: k [B, H_kv, n, D], v [B, H_kv, n, D_v], any strides.
-  // Throws Error (and changes nothing) on a shape mismatch or, in linear mode, when a sequence
-  // would exceed the capacity.
+  // Throws Error (and changes nothing) on a shape mismatch, a dtype outside f32/bf16/f16, in
+  // linear mode when a sequence would exceed the capacity, and for an i8 cache when a stored
+  // token's K or V row holds a non-finite value (tokens a ring drops within the same append
+  // are neither stored nor checked).
   // k and v may be float, bfloat16 or float16 (converted to the cache's dtype).
   void append(const AnyConstTensor& k, const AnyConstTensor& v);
   // Appends n tokens to sequence `batch` only: k [1, H_kv, n, D], v [1, H_kv, n, D_v].
@@ -73,7 +78,9 @@ class KvCache {
 
   const KvCacheShape& shape() const;
   KvCacheMode mode() const;
-  std::int64_t bytes() const;  // memory held for K and V (2 bytes an element in bf16/f16)
+  // Memory held for K and V: 4, 2 or 1 byte an element (f32, bf16/f16, i8), plus an i8
+  // cache's scales (8 bytes a token slot and kv head).
+  std::int64_t bytes() const;
 
  private:
   friend struct detail::KvCacheAccess;

@@ -89,9 +89,10 @@ struct PagedKvCache::Impl {
     release(block);
     return b;
   }
+  // row: 3·max(D, D_v) floats of scratch (allocated by the caller before any change).
   template <class Src>
   void write(const Sequence& s, const TensorView<const Src>& kt, const TensorView<const Src>& vt,
-             const std::vector<float>& scales);
+             const std::vector<float>& scales, float* row);
   template <class Src>
   std::vector<float> int8_scales(const Sequence& s, const TensorView<const Src>& kt,
                                  const TensorView<const Src>& vt) const;
@@ -118,7 +119,8 @@ std::vector<float> PagedKvCache::Impl::int8_scales(const Sequence& s,
         if (std::isfinite(sc[which])) continue;
         fail(which == 0 ? "k" : "v",
              "finite values (an int8 cache stores max|row| / 127 per token)",
-             "a non-finite value in kv head " + str(hk) + ", token " + str(t),
+             "a non-finite value in kv head " + str(hk) + ", token " + str(t) +
+                 (which == 0 && rope ? " (after RoPE)" : ""),
              "store this cache as f32, bf16 or f16 to keep non-finite values");
       }
     }
@@ -129,9 +131,9 @@ std::vector<float> PagedKvCache::Impl::int8_scales(const Sequence& s,
 // Token t goes to position length + t: slot (length + t) % 64 of table block (length + t) / 64.
 template <class Src>
 void PagedKvCache::Impl::write(const Sequence& s, const TensorView<const Src>& kt,
-                               const TensorView<const Src>& vt, const std::vector<float>& scales) {
+                               const TensorView<const Src>& vt, const std::vector<float>& scales,
+                               float* row) {
   const std::int64_t n = kt.shape[2], heads = shape.heads_kv, dim = shape.dim;
-  std::vector<float> row(static_cast<std::size_t>(3 * std::max(dim, shape.dim_v)));
   const detail::RopeTables* r = rope ? &*rope : nullptr;
   detail::visit_cache_element(shape.dtype, [&](auto elem) {
     using Dst = decltype(elem);
@@ -142,17 +144,17 @@ void PagedKvCache::Impl::write(const Sequence& s, const TensorView<const Src>& k
         const std::int64_t sub = block * heads + hk;  // the (block, kv head) sub-block
         Dst* key = reinterpret_cast<Dst*>(k.get()) + sub * dim * kKvBlock + slot;
         Dst* value = reinterpret_cast<Dst*>(v.get()) + (sub * kKvBlock + slot) * dv_pad;
-        detail::widen_key_row(kt.ptr(0, hk, t), kt.strides[3], dim, r, pos, row.data());
+        detail::widen_key_row(kt.ptr(0, hk, t), kt.strides[3], dim, r, pos, row);
         if constexpr (std::is_same_v<Dst, std::int8_t>) {
           const float* sc = scales.data() + (hk * n + t) * 2;
-          detail::quantize_int8_row(row.data(), dim, sc[0], key, kKvBlock);
-          detail::widen_row(vt.ptr(0, hk, t), vt.strides[3], shape.dim_v, row.data());
-          detail::quantize_int8_row(row.data(), shape.dim_v, sc[1], value, 1);
+          detail::quantize_int8_row(row, dim, sc[0], key, kKvBlock);
+          detail::widen_row(vt.ptr(0, hk, t), vt.strides[3], shape.dim_v, row);
+          detail::quantize_int8_row(row, shape.dim_v, sc[1], value, 1);
           k_scale[static_cast<std::size_t>(sub * kKvBlock + slot)] = sc[0];
           v_scale[static_cast<std::size_t>(sub * kKvBlock + slot)] = sc[1];
         } else {
           for (std::int64_t d = 0; d < dim; ++d)
-            key[d * kKvBlock] = detail::convert_element<Dst>(row[static_cast<std::size_t>(d)]);
+            key[d * kKvBlock] = detail::convert_element<Dst>(row[d]);
           const Src* vs = vt.ptr(0, hk, t);
           for (std::int64_t d = 0; d < shape.dim_v; ++d)
             value[d] = detail::convert_element<Dst>(vs[d * vt.strides[3]]);
@@ -224,8 +226,9 @@ PagedKvCache::SequenceId PagedKvCache::add() {
 
 PagedKvCache::SequenceId PagedKvCache::fork(SequenceId parent) {
   Impl::Sequence copy = impl_->find(parent, "parent");
-  for (const std::int64_t b : copy.blocks) ++impl_->refs[static_cast<std::size_t>(b)];
-  impl_->live.emplace(impl_->next_id, std::move(copy));
+  // The new entry first: if it throws (bad_alloc), no count has changed.
+  const Impl::Sequence& child = impl_->live.emplace(impl_->next_id, std::move(copy)).first->second;
+  for (const std::int64_t b : child.blocks) ++impl_->refs[static_cast<std::size_t>(b)];
   return impl_->next_id++;
 }
 
@@ -261,10 +264,12 @@ void PagedKvCache::append(SequenceId sequence, const AnyConstTensor& k, const An
     const TensorView<const Src> kt = k.as<Src>(), vt = v.as<Src>();
     const std::vector<float> scales =
         m.shape.dtype == DType::kI8 ? m.int8_scales(s, kt, vt) : std::vector<float>{};
-    // Nothing can fail past this point.
+    // Every allocation before the first change to the pool: past this point nothing throws.
+    s.blocks.reserve(static_cast<std::size_t>(held + fresh));
+    std::vector<float> row(static_cast<std::size_t>(3 * std::max(m.shape.dim, m.shape.dim_v)));
     if (copy) s.blocks.back() = m.copy_of(s.blocks.back());
     for (std::int64_t i = 0; i < fresh; ++i) s.blocks.push_back(m.take());
-    m.write(s, kt, vt, scales);
+    m.write(s, kt, vt, scales, row.data());
   });
   s.length += n;
 }
@@ -291,6 +296,13 @@ PagedView PagedKvCacheAccess::view(const PagedKvCache& cache,
                                    std::span<const PagedKvCache::SequenceId> sequences,
                                    std::int64_t max_length) {
   PagedKvCache::Impl& m = *cache.impl_;
+  // No sequence can outgrow the pool: a larger S_k would only size the tables and the split.
+  if (max_length > m.shape.blocks * kKvBlock) {
+    fail(
+        "S_k (the plan's max_length)",
+        "<= the pool's " + str(m.shape.blocks) + " blocks x 64 = " + str(m.shape.blocks * kKvBlock),
+        str(max_length), "plan with paged_shape(..., max_length) no larger than the pool");
+  }
   PagedView out;
   const std::int64_t table_width = (max_length + kKvBlock - 1) / kKvBlock;
   out.lengths.resize(sequences.size());

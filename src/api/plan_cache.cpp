@@ -1,8 +1,8 @@
 // The cache path of AttentionPlan::run: checks against the cache, the kernel problem, cost.
 #include <algorithm>
 #include <string>
-#include <vector>
 
+#include "src/api/kv_cache_access.hpp"
 #include "src/api/plan_state.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/validate.hpp"
@@ -57,12 +57,13 @@ void check_cache_rope(const PlanState& st, const std::optional<RotaryEmbedding>&
 
 // The new queries are the last S_q tokens of every sequence: a shorter sequence would put
 // rows at negative positions (they used to come out as zeros).
-void check_lengths_cover_queries(const std::string& what, const std::int64_t* lengths,
+// `before` b `after` names sequence b's length, e.g. "cache.length(" b ")".
+void check_lengths_cover_queries(const char* before, const char* after, const std::int64_t* lengths,
                                  std::int64_t batch, std::int64_t seq_q) {
   for (std::int64_t b = 0; b < batch; ++b) {
     if (lengths[b] < seq_q) {
       fail("q.shape[2] (S_q)",
-           "<= " + what + "(" + str(b) + ") = " + str(lengths[b]) +
+           "<= " + std::string(before) + str(b) + after + " = " + str(lengths[b]) +
                " (the queries are the last S_q tokens of each sequence)",
            str(seq_q), "append the new tokens' keys and values to the cache before the run");
     }
@@ -101,7 +102,7 @@ void check_paged_run(const PlanState& st, const PagedKvCache& cache, const Packe
   expect_cache_extent("heads_kv", c.heads_kv, s.heads_kv);
   expect_cache_extent("dim", c.dim, s.dim);
   expect_cache_extent("dim_v", c.dim_v, s.dim_v);
-  check_lengths_cover_queries("cache.length(sequences[i])", kv.lengths, kv.batch, s.seq_q);
+  check_lengths_cover_queries("cache.length(sequences[", "])", kv.lengths, kv.batch, s.seq_q);
 }
 
 void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs& outputs) {
@@ -115,9 +116,8 @@ void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs
   expect_cache_extent("capacity", c.capacity, s.seq_k);
   expect_cache_extent("dim", c.dim, s.dim);
   expect_cache_extent("dim_v", c.dim_v, s.dim_v);
-  std::vector<std::int64_t> lengths(static_cast<std::size_t>(c.batch));
-  for (std::int64_t b = 0; b < c.batch; ++b) lengths[static_cast<std::size_t>(b)] = cache.length(b);
-  check_lengths_cover_queries("cache.length", lengths.data(), c.batch, s.seq_q);
+  check_lengths_cover_queries("cache.length(", ")", KvCacheAccess::packed(cache).lengths, c.batch,
+                              s.seq_q);
   if (cache.mode() != KvCacheMode::kRing) return;
   if (!rule.banded) {
     for (std::int64_t b = 0; b < c.batch; ++b) {

@@ -132,8 +132,84 @@ MhaRecord MultiHeadAttention::forward_rows(const SequenceView<const float>& x_q,
   return run_forward(xq, xkv, self, out, mask, weights, bf16_activations);
 }
 
-// Self-attention projects x once through the fused [W_Q | W_K | W_V]; cross attention projects
-// x_q through W_Q and x_kv through [W_K | W_V].
+MultiHeadAttention::Impl::Buffers MultiHeadAttention::Impl::buffers(
+    const SequenceView<const float>& xq, const SequenceView<const float>& xkv, bool self) {
+  const std::int64_t d_model = config.d_model;
+  Buffers b;
+  b.rows_q = xq.batch * xq.seq;
+  b.rows_kv = xkv.batch * xkv.seq;
+  b.q_ld = self ? qkv_width : d_model;
+  b.kv_ld = self ? qkv_width : 2 * kv_width;
+  const std::int64_t proj_floats =
+      self ? detail::checked_product({b.rows_q, qkv_width}, "workspace (rows x Q|K|V width)")
+           : detail::checked_product({b.rows_q, d_model}, "workspace (rows_q x d_model)") +
+                 detail::checked_product({b.rows_kv, b.kv_ld}, "workspace (rows_kv x K|V width)");
+  const std::int64_t concat_floats =
+      config.output_projection ? detail::checked_product({b.rows_q, d_model}, "workspace") : 0;
+  const std::int64_t ws_floats =
+      detail::checked_product({proj_floats + concat_floats, 4}, "workspace bytes") / 4;
+  float* ws = nullptr;
+  try {
+    ws = scratch(static_cast<std::size_t>(ws_floats));
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorKind::kInvalidArgument, "x", "a workspace that fits in memory",
+                str(ws_floats * 4) + " bytes for the projections", "use a smaller batch or seq");
+  }
+  b.q = ws;
+  b.kv = self ? ws + d_model : ws + b.rows_q * d_model;
+  b.concat = ws + proj_floats;
+  return b;
+}
+
+// Self-attention projects x once through the fused [W_Q | W_K | W_V] (on tiles: x packed once,
+// two products); cross attention projects x_q through W_Q and x_kv through [W_K | W_V].
+void MultiHeadAttention::Impl::project_inputs(detail::ComputePath path,
+                                              const SequenceView<const float>& xq,
+                                              const SequenceView<const float>& xkv, bool self,
+                                              const Buffers& b) {
+  const std::int64_t d_model = config.d_model;
+  if (path != detail::ComputePath::kFp32) {
+    pack_tile_weights();
+    tile_pack(xq.data, xq.stride(), b.rows_q);
+    tile_multiply(path, *tile_q, b.q, b.q_ld);
+    if (!self) tile_pack(xkv.data, xkv.stride(), b.rows_kv);
+    tile_multiply(path, *tile_kv, b.kv, b.kv_ld);
+    return;
+  }
+  const float* w = w_qkv.data();
+  if (self) {
+    detail::sgemm(Transpose::kNo, Transpose::kNo, b.rows_q, qkv_width, d_model, 1.0f, xq.data,
+                  xq.stride(), w, qkv_width, 0.0f, b.q, qkv_width, threads());
+    return;
+  }
+  detail::sgemm(Transpose::kNo, Transpose::kNo, b.rows_q, d_model, d_model, 1.0f, xq.data,
+                xq.stride(), w, qkv_width, 0.0f, b.q, d_model, threads());
+  detail::sgemm(Transpose::kNo, Transpose::kNo, b.rows_kv, 2 * kv_width, d_model, 1.0f, xkv.data,
+                xkv.stride(), w + d_model, qkv_width, 0.0f, b.kv, b.kv_ld, threads());
+}
+
+void MultiHeadAttention::Impl::add_input_biases(bool self, const Buffers& b) {
+  if (!config.bias) return;
+  if (self) {
+    add_bias(b.q, b.rows_q, qkv_width, qkv_width, b_qkv.data(), threads());
+    return;
+  }
+  add_bias(b.q, b.rows_q, config.d_model, config.d_model, b_qkv.data(), threads());
+  add_bias(b.kv, b.rows_kv, 2 * kv_width, b.kv_ld, b_qkv.data() + config.d_model, threads());
+}
+
+void MultiHeadAttention::Impl::project_output(detail::ComputePath path, const Buffers& b,
+                                              const SequenceView<float>& out) {
+  const std::int64_t d_model = config.d_model;
+  if (path != detail::ComputePath::kFp32) {
+    tile_pack(b.concat, d_model, b.rows_q);
+    tile_multiply(path, *tile_o, out.data, out.stride());
+    return;
+  }
+  detail::sgemm(Transpose::kNo, Transpose::kNo, b.rows_q, d_model, d_model, 1.0f, b.concat, d_model,
+                w_o.data(), d_model, 0.0f, out.data, out.stride(), threads());
+}
+
 MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
                                           const SequenceView<const float>& xkv, bool self,
                                           const SequenceView<float>& out, const Mask& mask,
@@ -145,7 +221,6 @@ MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
   check_out(out, xq, d_model);
   m.check_ready();
   const detail::ComputePath path = m.projection_path(bf16_activations);
-  const bool tiles = path != detail::ComputePath::kFp32;
   if (weights && m.config.output_projection) {
     const detail::ByteRange rw = detail::check_view("weights", weights->data, weights->shape,
                                                     weights->strides, sizeof(float));
@@ -153,104 +228,52 @@ MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
       detail::fail("weights", "memory disjoint from 'out'", "overlapping address ranges");
     }
   }
-  const std::int64_t batch = xq.batch, rows_q = batch * xq.seq, rows_kv = batch * xkv.seq;
-  const int threads = m.threads();
-
-  // Workspace: projected Q|K|V (self) or Q then K|V (cross), then the concatenated heads.
-  const std::int64_t q_ld = self ? m.qkv_width : d_model;
-  const std::int64_t kv_ld = self ? m.qkv_width : 2 * m.kv_width;
-  const std::int64_t proj_floats =
-      self ? detail::checked_product({rows_q, m.qkv_width}, "workspace (rows x Q|K|V width)")
-           : detail::checked_product({rows_q, d_model}, "workspace (rows_q x d_model)") +
-                 detail::checked_product({rows_kv, kv_ld}, "workspace (rows_kv x K|V width)");
-  const std::int64_t concat_floats =
-      m.config.output_projection ? detail::checked_product({rows_q, d_model}, "workspace") : 0;
-  const std::int64_t ws_floats =
-      detail::checked_product({proj_floats + concat_floats, 4}, "workspace bytes") / 4;
-  float* ws = nullptr;
-  try {
-    ws = m.scratch(static_cast<std::size_t>(ws_floats));
-  } catch (const std::bad_alloc&) {
-    throw Error(ErrorKind::kInvalidArgument, "x", "a workspace that fits in memory",
-                str(ws_floats * 4) + " bytes for the projections", "use a smaller batch or seq");
-  }
-  float* const q = ws;
-  float* const kv = self ? ws + d_model : ws + rows_q * d_model;
-  float* const concat = ws + proj_floats;
+  const Impl::Buffers b = m.buffers(xq, xkv, self);
 
   MhaRecord record;
   const auto proj_start = Clock::now();
-  const float* w = m.w_qkv.data();
-  if (tiles) {
-    m.pack_tile_weights();
-    m.tile_pack(xq.data, xq.stride(), rows_q);
-    m.tile_multiply(path, *m.tile_q, q, q_ld);
-    if (!self) m.tile_pack(xkv.data, xkv.stride(), rows_kv);  // self: x is packed already
-    m.tile_multiply(path, *m.tile_kv, kv, kv_ld);
-  } else if (self) {
-    detail::sgemm(Transpose::kNo, Transpose::kNo, rows_q, m.qkv_width, d_model, 1.0f, xq.data,
-                  xq.stride(), w, m.qkv_width, 0.0f, q, m.qkv_width, threads);
-  } else {
-    detail::sgemm(Transpose::kNo, Transpose::kNo, rows_q, d_model, d_model, 1.0f, xq.data,
-                  xq.stride(), w, m.qkv_width, 0.0f, q, d_model, threads);
-    detail::sgemm(Transpose::kNo, Transpose::kNo, rows_kv, 2 * m.kv_width, d_model, 1.0f, xkv.data,
-                  xkv.stride(), w + d_model, m.qkv_width, 0.0f, kv, kv_ld, threads);
-  }
+  m.project_inputs(path, xq, xkv, self, b);
   const auto proj_stop = Clock::now();
-  if (m.config.bias) {
-    if (self) {
-      add_bias(q, rows_q, m.qkv_width, m.qkv_width, m.b_qkv.data(), threads);
-    } else {
-      add_bias(q, rows_q, d_model, d_model, m.b_qkv.data(), threads);
-      add_bias(kv, rows_kv, 2 * m.kv_width, kv_ld, m.b_qkv.data() + d_model, threads);
-    }
-  }
+  m.add_input_biases(self, b);
   const auto attn_start = Clock::now();
 
-  const std::int64_t dk = m.d_k;
-  const ConstTensor qv = head_view(q, batch, xq.seq, heads, dk, q_ld);
-  const ConstTensor kvw = head_view(kv, batch, xkv.seq, m.h_kv, dk, kv_ld);
-  const ConstTensor vv = head_view(kv + m.kv_width, batch, xkv.seq, m.h_kv, dk, kv_ld);
+  const std::int64_t batch = xq.batch, dk = m.d_k;
+  const ConstTensor qv = head_view(b.q, batch, xq.seq, heads, dk, b.q_ld);
+  const ConstTensor kvw = head_view(b.kv, batch, xkv.seq, m.h_kv, dk, b.kv_ld);
+  const ConstTensor vv = head_view(b.kv + m.kv_width, batch, xkv.seq, m.h_kv, dk, b.kv_ld);
   // The heads' outputs land directly in [B, S, H·d_v] order (concatenated), or in out itself
   // when there is no output projection.
-  float* const heads_out = m.config.output_projection ? concat : out.data;
+  float* const heads_out = m.config.output_projection ? b.concat : out.data;
   const std::int64_t heads_ld = m.config.output_projection ? d_model : out.stride();
   const Tensor ov{heads_out, {batch, heads, xq.seq, dk}, {xq.seq * heads_ld, dk, heads_ld, 1}};
   AttentionOptions options;
   options.variant = m.config.variant;
   options.mask = mask;
   options.weights = weights;
-  options.threads = threads;
+  options.threads = m.threads();
   options.rope = m.config.rope;
   options.alibi = m.config.alibi;
   // On tiles the layer is bf16 throughout: q, k and v are rounded as a bf16 module's would be.
-  options.fp32_precision = tiles ? Fp32Precision::kBf16 : m.config.fp32_precision;
+  options.fp32_precision =
+      path != detail::ComputePath::kFp32 ? Fp32Precision::kBf16 : m.config.fp32_precision;
   record.attention = attend(qv, kvw, vv, ov, options);
   const auto attn_stop = Clock::now();
 
-  if (m.config.output_projection && tiles) {
-    m.tile_pack(concat, d_model, rows_q);
-    m.tile_multiply(path, *m.tile_o, out.data, out.stride());
-  } else if (m.config.output_projection) {
-    detail::sgemm(Transpose::kNo, Transpose::kNo, rows_q, d_model, d_model, 1.0f, concat, d_model,
-                  m.w_o.data(), d_model, 0.0f, out.data, out.stride(), threads);
-  }
+  if (m.config.output_projection) m.project_output(path, b, out);
   const auto out_proj_stop = Clock::now();
   if (m.config.output_projection && m.config.bias) {
-    add_bias(out.data, rows_q, d_model, out.stride(), m.b_o.data(), threads);
+    add_bias(out.data, b.rows_q, d_model, out.stride(), m.b_o.data(), m.threads());
   }
-  const auto stop = Clock::now();
-
   record.projection_path = std::string(detail::to_string(path));
   const double in = static_cast<double>(d_model);
   record.projection_flops =
       2.0 * in *
-      (static_cast<double>(rows_q) * d_model + static_cast<double>(rows_kv) * 2.0 * m.kv_width);
-  if (m.config.output_projection) record.projection_flops += 2.0 * in * rows_q * d_model;
+      (static_cast<double>(b.rows_q) * d_model + static_cast<double>(b.rows_kv) * 2.0 * m.kv_width);
+  if (m.config.output_projection) record.projection_flops += 2.0 * in * b.rows_q * d_model;
   record.projection_seconds =
       seconds_between(proj_start, proj_stop) + seconds_between(attn_stop, out_proj_stop);
   record.attention_seconds = seconds_between(attn_start, attn_stop);
-  record.total_seconds = seconds_between(start, stop);
+  record.total_seconds = seconds_between(start, Clock::now());
   return record;
 }
 

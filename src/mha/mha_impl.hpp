@@ -70,6 +70,24 @@ struct MultiHeadAttention::Impl {
   // Throws Error naming the first weight or bias forward() needs that was never set.
   void check_ready() const;
 
+  // mha_forward.cpp. One forward's projected activations, in the workspace: Q|K|V side by side
+  // (self) or Q then K|V (cross), then the concatenated heads (with an output projection).
+  struct Buffers {
+    float* q = nullptr;
+    float* kv = nullptr;
+    float* concat = nullptr;
+    std::int64_t q_ld = 0, kv_ld = 0, rows_q = 0, rows_kv = 0;
+  };
+  Buffers buffers(const SequenceView<const float>& xq, const SequenceView<const float>& xkv,
+                  bool self);
+  // Q = x_q·W_Q and K|V = x_kv·[W_K | W_V] on `path` (the fp32 GEMM, or bf16 tiles); biases
+  // apart (add_input_biases), so the projection time excludes them.
+  void project_inputs(detail::ComputePath path, const SequenceView<const float>& xq,
+                      const SequenceView<const float>& xkv, bool self, const Buffers& b);
+  void add_input_biases(bool self, const Buffers& b);
+  // out = concat·W_O on `path`.
+  void project_output(detail::ComputePath path, const Buffers& b, const SequenceView<float>& out);
+
   // mha_tiles.cpp. The path of the projection GEMMs: a tile path (kAmxBf16, kAmxEmulated) when
   // the layer runs in bf16 (bf16 activations, or config.fp32_precision = kBf16) and bf16
   // operands take that path here (bf16_path_here(), which throws the Error of a forced path

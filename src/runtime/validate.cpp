@@ -79,10 +79,10 @@ std::string shape_text(const std::array<std::int64_t, 4>& shape) {
 }
 
 void check_tensor_dtype(const std::string& name, DType dtype) {
-  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16) {
-    fail(name + ".dtype", "DType::kF32, kBF16 or kF16",
-         std::to_string(static_cast<int>(dtype)) + " (not a DType)");
-  }
+  if (dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16) return;
+  fail(name + ".dtype", "DType::kF32, kBF16 or kF16",
+       dtype == DType::kI8 ? "DType::kI8 (a KvCache storage type, not a tensor's)"
+                           : std::to_string(static_cast<int>(dtype)) + " (not a DType)");
 }
 
 ByteRange check_view(const std::string& name, const void* data,

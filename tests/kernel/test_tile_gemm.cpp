@@ -108,12 +108,14 @@ TEST(TileGemm, BitwiseTheSameForOneAndTwoThreads) {
 }
 
 TEST(TileGemm, PackedActivationsAreReusedAcrossShapes) {
-  // One TilePackedA packed first large, then small: the stale rows past the new m must not
-  // reach C (the padding rows of the last block are zeroed on every pack).
-  const Problem big = make_problem({64, 40, 48}, 7), small = make_problem({5, 40, 48}, 8);
+  // One TilePackedA packed first with k = 48, then k = 33: the same padded depth (64), so the
+  // stale columns 33..47 of the first pack would enter every product unless the second pack
+  // zeroes the depth padding again; and fewer rows, whose stale rows must not reach C.
+  const Problem big = make_problem({64, 40, 48}, 7), small = make_problem({5, 40, 33}, 8);
   TilePackedA a;
   a.pack(big.a.data(), big.lda, big.m, big.k, 1);
   a.pack(small.a.data(), small.lda, small.m, small.k, 1);
+  ASSERT_EQ(a.depth_pad(), 64u);
   const TilePackedB b(small.b.data(), small.ldb, small.k, small.n);
   std::vector<float> c(static_cast<std::size_t>(small.m * small.ldc), kSentinel);
   tile_gemm(detail::amx::emulated_tile_backend(), a, b, c.data(), small.ldc, 1);

@@ -178,11 +178,12 @@ TEST(Int8Cache, NonFiniteTokensAreErrorsThatChangeNothing) {
   }
 }
 
-// A token equal to its own quantisation grid (integers scaled so max|row| = 127) is stored
-// exactly: attention over one token returns its value row.
+// A token on its own quantisation grid (max|row| = 254: scale 2, every value an even integer)
+// is stored exactly: attention over one token returns its value row, which needs the value
+// scale applied.
 TEST(Int8Cache, ValuesOnTheGridAreExact) {
   KvCache cache({1, 1, 8, 4, 4, DType::kI8});
-  const float k[4] = {0, 0, 0, 0}, v[4] = {127.0f, -3.0f, 0.0f, 64.0f};
+  const float k[4] = {0, 0, 0, 0}, v[4] = {254.0f, -6.0f, 0.0f, 128.0f};
   cache.append(bhsd<const float>(k, 1, 1, 1, 4), bhsd<const float>(v, 1, 1, 1, 4));
   float q[4] = {1, 1, 1, 1}, out[4] = {};
   attend(bhsd<const float>(q, 1, 1, 1, 4), cache, bhsd(out, 1, 1, 1, 4));

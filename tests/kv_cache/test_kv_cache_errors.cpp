@@ -108,6 +108,7 @@ TEST(KvCacheErrors, MoreQueriesThanASequenceHoldsIsAnError) {
                ErrorKind::kInvalidArgument);
   try {
     attend(q.cview(), f.cache, out.view);
+    ADD_FAILURE() << "no error for S_q = 31 over a sequence of 30 tokens";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cache.length(1) = 30"), std::string::npos) << e.what();
   }

@@ -140,7 +140,8 @@ struct Tokens {
 
 // out of one query of ones over `id` (whose tokens' values are what attention averages).
 std::vector<float> run_one(const PagedKvCache& pool, SequenceId id) {
-  const AttentionPlan plan = make_plan(paged_shape(pool.shape(), 1, 2, 1, 1024), {});
+  const AttentionPlan plan =
+      make_plan(paged_shape(pool.shape(), 1, 2, 1, pool.shape().blocks * 64), {});
   std::vector<float> q(16, 1.0f), out(16, 0.0f);
   plan.run(bhsd<const float>(q.data(), 1, 2, 1, 8), pool, std::span<const SequenceId>(&id, 1),
            bhsd(out.data(), 1, 2, 1, 8));
@@ -172,6 +173,30 @@ TEST(PagedCache, ForksShareBlocksAndCopyAPartialBlockBeforeWritingIt) {
   pool.free(child);
   EXPECT_EQ(pool.free_blocks(), 16);
   EXPECT_EQ(pool.sequences(), 0);
+}
+
+// A fork's shared partial block must be copied before either appends to it: with no free
+// block left that append is an Error that changes nothing, and freeing the other sequence
+// makes it possible (the block is no longer shared, so no copy is needed).
+TEST(PagedCache, CopyOnWriteWithAFullPoolIsAnErrorThatChangesNothing) {
+  PagedKvCache pool({2, 8, 8, 1});
+  const Tokens zeros(64, 0.0f);
+  const SequenceId parent = pool.add();
+  pool.append(parent, zeros.view(10), Tokens(10, 2.0f).view(10));
+  const SequenceId child = pool.fork(parent);
+  EXPECT_EQ(pool.free_blocks(), 0);
+  try {
+    pool.append(child, zeros.view(1), Tokens(1, 4.0f).view(1));
+    ADD_FAILURE() << "no error for a copy the pool cannot hold";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "k.shape[2] (new tokens)") << e.what();
+  }
+  EXPECT_EQ(pool.length(child), 10);
+  EXPECT_EQ(pool.free_blocks(), 0);
+  EXPECT_FLOAT_EQ(run_one(pool, parent)[0], 2.0f);
+  pool.free(parent);
+  pool.append(child, zeros.view(1), Tokens(1, 13.0f).view(1));
+  EXPECT_FLOAT_EQ(run_one(pool, child)[0], (10 * 2.0f + 13.0f) / 11);
 }
 
 TEST(PagedCache, FreedBlocksAreReusedWithoutStaleValues) {
@@ -223,7 +248,7 @@ TEST(PagedCache, BadArgumentsAreErrorsThatChangeNothing) {
   // Runs: a freed sequence, a batch of the wrong size, S_q longer than a sequence, one longer
   // than the plan's S_k.
   std::vector<float> q(2 * 2 * 8, 1.0f), out(2 * 2 * 8, 7.0f);
-  const AttentionPlan two = make_plan(paged_shape(pool.shape(), 2, 2, 1, 1024), {});
+  const AttentionPlan two = make_plan(paged_shape(pool.shape(), 2, 2, 1, 192), {});
   const std::vector<SequenceId> with_freed = {a, b};
   expect_error(
       [&] {
@@ -246,13 +271,29 @@ TEST(PagedCache, BadArgumentsAreErrorsThatChangeNothing) {
       "sequences[0]");
   const SequenceId empty = pool.add();
   const std::vector<SequenceId> empties = {empty};
-  const AttentionPlan single = make_plan(paged_shape(pool.shape(), 1, 2, 1, 1024), {});
+  const AttentionPlan single = make_plan(paged_shape(pool.shape(), 1, 2, 1, 192), {});
   expect_error(
       [&] {
         single.run(bhsd<const float>(q.data(), 1, 2, 1, 8), pool, empties,
                    bhsd(out.data(), 1, 2, 1, 8));
       },
       "q.shape[2] (S_q)");
+  try {
+    single.run(bhsd<const float>(q.data(), 1, 2, 1, 8), pool, empties,
+               bhsd(out.data(), 1, 2, 1, 8));
+    ADD_FAILURE() << "no error for S_q over an empty sequence";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cache.length(sequences[0]) = 0"), std::string::npos)
+        << e.what();
+  }
+  // No sequence can outgrow the pool (3 blocks of 64), so neither can the plan's S_k.
+  const AttentionPlan too_long = make_plan(paged_shape(pool.shape(), 1, 2, 1, 193), {});
+  expect_error(
+      [&] {
+        too_long.run(bhsd<const float>(q.data(), 1, 2, 1, 8), pool, one,
+                     bhsd(out.data(), 1, 2, 1, 8));
+      },
+      "S_k (the plan's max_length)");
   for (const float x : out) ASSERT_EQ(x, 7.0f) << "out was written";
   // int8: a non-finite token is refused before any block is taken.
   PagedKvCache i8({2, 8, 8, 4, DType::kI8});

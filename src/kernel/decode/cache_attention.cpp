@@ -30,7 +30,7 @@ using simd::HWY_NAMESPACE::Exp2NonPositive;
 // O = Σ_c O_c·2^(m_c - M), l = Σ_c l_c·2^(m_c - M), M = max_c m_c.
 template <class Worker>
 void MergeChunks(const CacheProblem& p, Worker& worker, const float* partials, std::int64_t chunks,
-                 std::int64_t rows, std::vector<float>& acc) {
+                 std::int64_t rows, float* acc) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const std::int64_t dv_pad = p.kv.dv_pad;
   const CachePartialLayout part(p.split.row_tile, dv_pad);
@@ -39,7 +39,7 @@ void MergeChunks(const CacheProblem& p, Worker& worker, const float* partials, s
     for (std::int64_t c = 0; c < chunks; ++c)
       max = std::max(max, partials[c * part.total + part.max + r]);
     float sum = 0.0f;
-    std::fill(acc.begin(), acc.end(), 0.0f);
+    std::fill(acc, acc + dv_pad, 0.0f);
     for (std::int64_t c = 0; c < chunks && max != kNegInf; ++c) {
       const float* chunk = partials + c * part.total;
       if (chunk[part.max + r] == kNegInf) continue;  // the chunk saw no key of this row
@@ -48,7 +48,7 @@ void MergeChunks(const CacheProblem& p, Worker& worker, const float* partials, s
       for (std::int64_t d = 0; d < dv_pad; ++d)
         acc[static_cast<size_t>(d)] += w * chunk[r * dv_pad + d];
     }
-    worker.store_row(r, acc.data(), max, sum);
+    worker.store_row(r, acc, max, sum);
   }
 }
 
@@ -91,7 +91,9 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
       }
     }
     if (merge) {
-      std::vector<float> acc(static_cast<size_t>(p.kv.dv_pad));
+      // The thread's output accumulator region is free once its items are done: a run
+      // allocates nothing (the workspace is the caller's).
+      float* acc = workspace + omp_get_thread_num() * layout.total + layout.o;
 #pragma omp for schedule(static)
       for (std::int64_t tile = 0; tile < tiles; ++tile) {
         std::int64_t b, hk, r0;

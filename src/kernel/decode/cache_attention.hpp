@@ -1,5 +1,6 @@
-// Softmax attention of S_q new queries over a KvCache (dense or sliding window): the GQA
-// grouped, split-KV decode kernel. See docs/architecture.md, "Attention over a KV cache".
+// Softmax attention of S_q new queries over a KvCache or a PagedKvCache, for the rows of the
+// variant table that declare a CacheRule (dense, sliding window): the GQA grouped, split-KV
+// decode kernel. See docs/architecture.md, "Attention over a KV cache".
 #pragma once
 
 #include <algorithm>

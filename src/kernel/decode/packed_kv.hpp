@@ -41,7 +41,7 @@ struct PackedKv {
     return lengths[b] > capacity ? lengths[b] - capacity : 0;
   }
   // The block holding absolute position j (a ring wraps over its storage blocks).
-  // T is the dtype's element type (float, bfloat16 or float16).
+  // T is the dtype's element type (float, bfloat16, float16 or std::int8_t).
   template <class T>
   const T* key_block(std::int64_t b, std::int64_t hk, std::int64_t j) const {
     return static_cast<const T*>(k) + block_index(b, hk, j) * dim * kKvBlock;
