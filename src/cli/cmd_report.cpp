@@ -11,6 +11,7 @@
 #include "seqattn/variant_params.hpp"
 #include "src/cli/catalogue.hpp"
 #include "src/cli/commands.hpp"
+#include "src/cli/paged_bench.hpp"
 #include "src/cli/read_bandwidth.hpp"
 #include "src/cli/report.hpp"
 #include "src/cli/report_accuracy.hpp"
@@ -263,6 +264,44 @@ std::vector<std::tuple<std::int64_t, DType, int>> decode_grid(
   return grid;
 }
 
+// Batched decode over a PagedKvCache: 32 sequences spread over 512..the longest decode length
+// (at most 8192), bf16 and i8 blocks, two threads, each against a read probe of its bytes.
+void run_paged_decode(const ReportConfig& c, DecodeReport& d) {
+  const std::int64_t longest =
+      std::min<std::int64_t>(8192, *std::max_element(c.decode_seqs.begin(), c.decode_seqs.end()));
+  for (const DType kv_dtype : {DType::kBF16, DType::kI8}) {
+    PagedBenchSpec spec;
+    spec.shape = d.shape;
+    spec.shape.batch = 32;
+    spec.shape.kv_dtype = kv_dtype;
+    spec.min_len = std::min<std::int64_t>(512, longest);
+    spec.max_len = longest;
+    spec.options.mask.causal = true;
+    spec.options.threads = 2;
+    spec.warmup = 2;
+    spec.repeat = 11;
+    const PagedTiming t = time_paged(spec);
+    PagedPoint p{32,
+                 spec.min_len,
+                 spec.max_len,
+                 kv_dtype,
+                 t.timing.record.threads,
+                 t.timing.median_seconds,
+                 static_cast<int>(t.timing.seconds.size()),
+                 t.kv_bytes,
+                 t.probe.gbps()};
+    d.paged.push_back(p);
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "report decode paged 32 x %lld..%lld %-4s %d thr  %.3f ms/step  %.1f GB/s K+V "
+                  "(probe %.1f GB/s)",
+                  static_cast<long long>(p.min_len), static_cast<long long>(p.max_len),
+                  std::string(to_string(kv_dtype)).c_str(), p.threads, p.median_seconds * 1e3,
+                  p.kv_gbps(), p.probe_gbps);
+    std::cerr << line << "\n";
+  }
+}
+
 // Decode: one new query (S_q = 1) per call against a KvCache of S_k tokens stored in f32, bf16,
 // f16 and int8, at 1 and 2 threads, then the read bandwidth of a cache-resident and a DRAM-sized
 // array as the limit to compare.
@@ -298,6 +337,7 @@ DecodeReport run_decode(const ReportConfig& c) {
                   p.median_seconds * 1e3, p.kv_gbps());
     std::cerr << line << "\n";
   }
+  run_paged_decode(c, d);
   for (const auto& [kind, mib, repeat] :
        {std::tuple{"cache", std::size_t{32}, 21}, std::tuple{"dram", std::size_t{512}, 5}}) {
     for (const int threads : {1, 2}) {

@@ -12,7 +12,6 @@
 #include "seqattn/paged_kv_cache.hpp"
 #include "seqattn/plan.hpp"
 #include "src/cli/commands.hpp"
-#include "src/cli/read_bandwidth.hpp"
 
 namespace seqattn::cli {
 namespace {
@@ -56,15 +55,17 @@ std::vector<std::int64_t> spread_lengths(std::int64_t n, std::int64_t lo, std::i
   return lengths;
 }
 
-void bench_paged(const PagedBenchSpec& spec) {
+PagedTiming time_paged(const PagedBenchSpec& spec) {
   const Shape& s = spec.shape;
-  const std::vector<std::int64_t> lengths = spread_lengths(s.batch, spec.min_len, spec.max_len);
+  PagedTiming result;
+  result.lengths = spread_lengths(s.batch, spec.min_len, spec.max_len);
   std::int64_t blocks = 0;
-  for (const std::int64_t len : lengths)
+  for (const std::int64_t len : result.lengths) {
     blocks += (len + kPagedBlockTokens - 1) / kPagedBlockTokens;
+  }
   PagedKvCache pool({s.kv_heads, s.dim, s.dim_v, blocks, s.kv_dtype, spec.options.rope});
   std::vector<PagedKvCache::SequenceId> ids;
-  for (const std::int64_t len : lengths) {
+  for (const std::int64_t len : result.lengths) {
     ids.push_back(pool.add());
     // f32 tokens, converted to the pool's dtype as they are appended.
     const Workload tokens(Shape{1, s.kv_heads, s.kv_heads, len, s.dim, s.dim_v},
@@ -85,17 +86,24 @@ void bench_paged(const PagedBenchSpec& spec) {
       workspace.data() + (64 - reinterpret_cast<std::uintptr_t>(workspace.data()) % 64) % 64,
       plan.workspace_bytes());
   const Tensor ov = bhsd(out.data(), s.batch, s.heads, spec.seq_q, s.dim_v);
-  Timing t;
+  Timing& t = result.timing;
   for (int i = 0; i < spec.warmup; ++i) plan.run(w.q_view(), pool, ids, ov, {}, ws);
   for (int i = 0; i < spec.repeat; ++i) {
     t.record = plan.run(w.q_view(), pool, ids, ov, {}, ws);
     t.seconds.push_back(t.record.seconds);
   }
   t.median_seconds = median(t.seconds);
-  const double bytes = paged_kv_bytes(s, lengths);
-  const ReadBandwidth probe = measure_read_bandwidth(static_cast<std::size_t>(bytes),
-                                                     t.record.threads, std::max(spec.repeat, 3));
-  const double gbps = bytes / t.median_seconds * 1e-9;
+  result.kv_bytes = paged_kv_bytes(s, result.lengths);
+  result.probe = measure_read_bandwidth(static_cast<std::size_t>(result.kv_bytes), t.record.threads,
+                                        std::max(spec.repeat, 3));
+  return result;
+}
+
+void bench_paged(const PagedBenchSpec& spec) {
+  const Shape& s = spec.shape;
+  const PagedTiming p = time_paged(spec);
+  const Timing& t = p.timing;
+  const double gbps = p.kv_gbps(), probe = p.probe.gbps();
   if (spec.json) {
     nlohmann::json j = record_json(t.record);
     j.erase("ms");
@@ -107,14 +115,14 @@ void bench_paged(const PagedBenchSpec& spec) {
     j["heads"] = s.heads;
     j["kv_heads"] = s.kv_heads;
     j["seq_q"] = spec.seq_q;
-    j["seq_lens"] = lengths;
+    j["seq_lens"] = p.lengths;
     j["dim"] = s.dim;
     j["dim_v"] = s.dim_v;
     j["kv_dtype"] = std::string(to_string(s.kv_dtype));
-    j["kv_bytes"] = bytes;
+    j["kv_bytes"] = p.kv_bytes;
     j["kv_gbps"] = number_or_null(gbps);
-    j["probe_gbps"] = number_or_null(probe.gbps());
-    j["percent_of_probe"] = number_or_null(100.0 * gbps / probe.gbps());
+    j["probe_gbps"] = number_or_null(probe);
+    j["percent_of_probe"] = number_or_null(100.0 * gbps / probe);
     j["repeat"] = spec.repeat;
     std::cout << j.dump(2) << std::endl;
     return;
@@ -127,8 +135,8 @@ void bench_paged(const PagedBenchSpec& spec) {
       static_cast<long long>(s.batch), static_cast<long long>(spec.min_len),
       static_cast<long long>(spec.max_len), static_cast<long long>(s.heads),
       static_cast<long long>(s.kv_heads), static_cast<long long>(spec.seq_q),
-      static_cast<long long>(s.dim), t.median_seconds * 1e3, gbps, 100.0 * gbps / probe.gbps(),
-      bytes / 1048576.0, probe.gbps(), t.gflops(), t.record.threads, t.record.simd_target.c_str());
+      static_cast<long long>(s.dim), t.median_seconds * 1e3, gbps, 100.0 * gbps / probe,
+      p.kv_bytes / 1048576.0, probe, t.gflops(), t.record.threads, t.record.simd_target.c_str());
 }
 
 }  // namespace seqattn::cli

@@ -9,6 +9,7 @@
 
 #include "seqattn/options.hpp"
 #include "src/cli/measure.hpp"
+#include "src/cli/read_bandwidth.hpp"
 
 namespace seqattn::cli {
 
@@ -30,6 +31,19 @@ void parse_seq_lens(const std::string& text, const std::string& argument, std::i
 // seed, so a batch mixes short and long sequences the same way in every run.
 std::vector<std::int64_t> spread_lengths(std::int64_t n, std::int64_t lo, std::int64_t hi);
 
+struct PagedTiming {
+  Timing timing;
+  std::vector<std::int64_t> lengths;  // of the batch's sequences, in batch order
+  double kv_bytes = 0;                // K + V (and i8 scales) the pool stores for them
+  ReadBandwidth probe;                // a read of kv_bytes at the run's thread count
+  double kv_gbps() const { return kv_bytes / timing.median_seconds * 1e-9; }
+};
+
+// Fills a pool with spec.shape.batch random sequences, times one plan over all of them
+// (warm-up, then the median of `repeat`), then probes the read bandwidth of the same bytes.
+PagedTiming time_paged(const PagedBenchSpec& spec);
+
+// time_paged, printed as a line or as JSON.
 void bench_paged(const PagedBenchSpec& spec);
 
 }  // namespace seqattn::cli

@@ -78,9 +78,23 @@ struct BandwidthPoint {
   double gbps = 0;
 };
 
+// Batched decode over a PagedKvCache: `batch` sequences of lengths spread over
+// [min_len, max_len], against a read probe of the same bytes at the same thread count.
+struct PagedPoint {
+  std::int64_t batch = 0, min_len = 0, max_len = 0;
+  DType kv_dtype = DType::kBF16;
+  int threads = 1;
+  double median_seconds = 0;
+  int runs = 0;
+  double kv_bytes = 0;
+  double probe_gbps = 0;
+  double kv_gbps() const { return median_seconds > 0 ? kv_bytes / median_seconds * 1e-9 : 0; }
+};
+
 struct DecodeReport {
   Shape shape;  // seq unused (S_k per point)
   std::vector<DecodePoint> points;
+  std::vector<PagedPoint> paged;
   std::vector<BandwidthPoint> bandwidths;
   double dram_above_bytes = 64.0 * 1048576;  // caches larger than this compare against DRAM
   double elapsed_seconds = 0;

@@ -261,6 +261,21 @@ void decode_table(std::ostream& md, const DecodeReport& d) {
                                        : std::string("-"))
        << " |\n";
   }
+  if (!d.paged.empty()) {
+    md << "\nBatched decode over a PagedKvCache (32 sequences, lengths spread evenly over the "
+          "range, one new query each, the same heads; K+V bytes over the median step, and % of "
+          "a read probe of the same bytes at the same thread count, measured right after):\n\n"
+       << "| sequences | lengths | K/V dtype | threads | K+V MiB | ms/step | K+V GB/s | % of "
+          "probe |\n|---:|---|---|---:|---:|---:|---:|---:|\n";
+    for (const PagedPoint& p : d.paged) {
+      md << "| " << p.batch << " | " << p.min_len << ".." << p.max_len << " | "
+         << to_string(p.kv_dtype) << " | " << p.threads << " | " << fixed(p.kv_bytes / 1048576.0, 0)
+         << " | " << fixed(p.median_seconds * 1e3, 3) << " | " << fixed(p.kv_gbps(), 1) << " | "
+         << (p.probe_gbps > 0 ? fixed(100.0 * p.kv_gbps() / p.probe_gbps, 0) + "%"
+                              : std::string("-"))
+         << " |\n";
+    }
+  }
   md << "\nRead bandwidth (sum of a float array, median of several runs):";
   for (const BandwidthPoint& b : d.bandwidths) {
     md << " " << b.kind << " (" << fixed(b.bytes / 1048576.0, 0) << " MiB) " << b.threads << "T "
@@ -437,6 +452,19 @@ nlohmann::json decode_json(const DecodeReport& d) {
                       {"elapsed_seconds", d.elapsed_seconds},
                       {"points", nlohmann::json::array()},
                       {"bandwidth", nlohmann::json::array()}};
+  j["paged"] = nlohmann::json::array();
+  for (const PagedPoint& p : d.paged) {
+    j["paged"].push_back({{"sequences", p.batch},
+                          {"min_len", p.min_len},
+                          {"max_len", p.max_len},
+                          {"kv_dtype", std::string(to_string(p.kv_dtype))},
+                          {"threads", p.threads},
+                          {"median_ms", p.median_seconds * 1e3},
+                          {"runs", p.runs},
+                          {"kv_mb", p.kv_bytes / 1048576.0},
+                          {"kv_gbps", p.kv_gbps()},
+                          {"probe_gbps", p.probe_gbps}});
+  }
   for (const DecodePoint& p : d.points) {
     const BandwidthPoint* b = matching_bandwidth(d, p);
     j["points"].push_back(

@@ -461,6 +461,18 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   // int8: a byte an element plus a 4-byte scale per token and kv head for K and for V.
   EXPECT_EQ(decode["points"][6]["kv_dtype"], "i8");
   EXPECT_EQ(decode["points"][6]["kv_mb"].get<double>(), 8.0 * 512 * (256 + 8) / 1048576.0);
+  // Batched paged decode: bf16 and i8 pools of 32 sequences over 512..2048 (the longest decode
+  // length), two threads, each with its read probe.
+  ASSERT_EQ(decode["paged"].size(), 2u);
+  EXPECT_EQ(decode["paged"][0]["kv_dtype"], "bf16");
+  EXPECT_EQ(decode["paged"][1]["kv_dtype"], "i8");
+  for (const auto& p : decode["paged"]) {
+    EXPECT_EQ(p["sequences"], 32);
+    EXPECT_EQ(p["min_len"], 512);
+    EXPECT_EQ(p["max_len"], 2048);
+    EXPECT_GT(p["kv_gbps"].get<double>(), 0.0);
+    EXPECT_GT(p["probe_gbps"].get<double>(), 0.0);
+  }
   // Ring attention: strong (S = 64) and weak (16 per process) scaling, non-causal and causal,
   // P = 1, 2, 4 through mpirun; or, in a build without MPI, the reason it is skipped.
   ASSERT_TRUE(j.contains("ring"));
