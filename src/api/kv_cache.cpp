@@ -203,11 +203,10 @@ void KvCache::Impl::pack_int8(const TensorView<const Src>& k, const TensorView<c
     for (std::int64_t t = skip; t < n; ++t) {
       for (int which = 0; which < 2; ++which) {
         if (std::isfinite(scales[static_cast<std::size_t>((pair * n + t) * 2 + which)])) continue;
-        fail(which == 0 ? "k" : "v",
-             "finite values (an int8 cache stores max|row| / 127 per token)",
-             "a non-finite value in batch " + str(pair / heads) + ", kv head " + str(pair % heads) +
-                 ", token " + str(t) + (which == 0 && rope ? " (after RoPE)" : ""),
-             "store this cache as f32, bf16 or f16 to keep non-finite values");
+        detail::fail_non_finite_row(
+            which,
+            "batch " + str(pair / heads) + ", kv head " + str(pair % heads) + ", token " + str(t),
+            rope.has_value());
       }
     }
   }
@@ -245,11 +244,7 @@ KvCache::KvCache(const KvCacheShape& shape, KvCacheMode mode) : impl_(std::make_
   m.mode = mode;
   // Rounded up without forming capacity + 63, which overflows for a capacity near 2^63.
   m.blocks = shape.capacity / kKvBlock + (shape.capacity % kKvBlock != 0 ? 1 : 0);
-  if (shape.dtype != DType::kF32 && shape.dtype != DType::kBF16 && shape.dtype != DType::kF16 &&
-      shape.dtype != DType::kI8) {
-    fail("shape.dtype", "DType::kF32, kBF16, kF16 or kI8",
-         str(static_cast<std::int64_t>(shape.dtype)) + " (not a DType)");
-  }
+  detail::check_cache_dtype(shape.dtype);
   m.elem_bytes = dtype_size(shape.dtype);
   m.dv_pad = shape.dim_v / detail::kKvColumnAlign * detail::kKvColumnAlign +
              (shape.dim_v % detail::kKvColumnAlign != 0 ? detail::kKvColumnAlign : 0);
@@ -340,6 +335,21 @@ std::int64_t KvCache::bytes() const {
 }
 
 namespace detail {
+
+void check_cache_dtype(DType dtype) {
+  if (dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16 ||
+      dtype == DType::kI8) {
+    return;
+  }
+  fail("shape.dtype", "DType::kF32, kBF16, kF16 or kI8",
+       std::to_string(static_cast<int>(dtype)) + " (not a DType)");
+}
+
+void fail_non_finite_row(int which, const std::string& where, bool rotated) {
+  fail(which == 0 ? "k" : "v", "finite values (an int8 cache stores max|row| / 127 per token)",
+       "a non-finite value in " + where + (which == 0 && rotated ? " (after RoPE)" : ""),
+       "store this cache as f32, bf16 or f16 to keep non-finite values");
+}
 
 std::int64_t check_cache_tokens(std::int64_t heads_kv, std::int64_t dim, std::int64_t dim_v,
                                 std::int64_t batches, const AnyConstTensor& k,

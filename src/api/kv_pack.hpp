@@ -4,12 +4,20 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "seqattn/tensor.hpp"
 #include "src/runtime/element_types.hpp"
 #include "src/runtime/positional.hpp"
 
 namespace seqattn::detail {
+
+// Fails (naming shape.dtype) unless dtype is one a cache stores: f32, bf16, f16 or i8.
+void check_cache_dtype(DType dtype);
+
+// The Error of an int8 append whose K (which = 0) or V (1) row is not finite: `where` names
+// the row ("batch 0, kv head 1, token 2"); rotated: the key was rotated (RoPE) first.
+[[noreturn]] void fail_non_finite_row(int which, const std::string& where, bool rotated);
 
 // Checks appended tokens k [batches, H_kv, n, D] and v [batches, H_kv, n, D_v] (dtypes, views,
 // shapes; Errors name k.*, v.*); returns n.

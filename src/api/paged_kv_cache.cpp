@@ -117,11 +117,8 @@ std::vector<float> PagedKvCache::Impl::int8_scales(const Sequence& s,
       sc[1] = detail::int8_row_scale(row.data(), shape.dim_v);
       for (int which = 0; which < 2; ++which) {
         if (std::isfinite(sc[which])) continue;
-        fail(which == 0 ? "k" : "v",
-             "finite values (an int8 cache stores max|row| / 127 per token)",
-             "a non-finite value in kv head " + str(hk) + ", token " + str(t) +
-                 (which == 0 && rope ? " (after RoPE)" : ""),
-             "store this cache as f32, bf16 or f16 to keep non-finite values");
+        detail::fail_non_finite_row(which, "kv head " + str(hk) + ", token " + str(t),
+                                    rope.has_value());
       }
     }
   }
@@ -174,11 +171,7 @@ PagedKvCache::PagedKvCache(const PagedKvCacheShape& shape) : impl_(std::make_uni
     if (value < 1) fail(name, ">= 1", str(value));
     if (value > kMax) fail(name, "<= 2^40", str(value));
   }
-  if (shape.dtype != DType::kF32 && shape.dtype != DType::kBF16 && shape.dtype != DType::kF16 &&
-      shape.dtype != DType::kI8) {
-    fail("shape.dtype", "DType::kF32, kBF16, kF16 or kI8",
-         str(static_cast<std::int64_t>(shape.dtype)) + " (not a DType)");
-  }
+  detail::check_cache_dtype(shape.dtype);
   Impl& m = *impl_;
   m.shape = shape;
   m.elem_bytes = dtype_size(shape.dtype);

@@ -48,12 +48,8 @@ void check_positive(std::int64_t value, const char* argument) {
 }
 
 nlohmann::json point_json(const BenchFlags& f, const Shape& s, const Timing& t) {
-  nlohmann::json j = record_json(t.record);
-  j.erase("ms");
+  nlohmann::json j = timing_json(t);
   j["requested"] = f.variant.variant;
-  j["median_ms"] = t.median_seconds * 1e3;
-  j["min_ms"] = *std::min_element(t.seconds.begin(), t.seconds.end()) * 1e3;
-  j["gflops"] = number_or_null(t.gflops());
   j["batch"] = s.batch;
   j["heads"] = s.heads;
   j["kv_heads"] = s.kv_heads;

@@ -194,6 +194,15 @@ nlohmann::json number_or_null(double value) {
   return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
 }
 
+nlohmann::json timing_json(const Timing& t) {
+  nlohmann::json j = record_json(t.record);
+  j.erase("ms");
+  j["median_ms"] = t.median_seconds * 1e3;
+  j["min_ms"] = *std::min_element(t.seconds.begin(), t.seconds.end()) * 1e3;
+  j["gflops"] = number_or_null(t.gflops());
+  return j;
+}
+
 nlohmann::json record_json(const RunRecord& r) {
   return {{"variant", std::string(to_string(r.variant))},
           {"reason", r.reason},

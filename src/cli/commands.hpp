@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "src/cli/measure.hpp"
+
 #include "seqattn/attention.hpp"
 
 namespace CLI {
@@ -32,5 +34,9 @@ void add_fp32_precision_flag(CLI::App& cmd, std::string& value);
 
 // A JSON number, or null for NaN/inf (JSON has no such numbers).
 nlohmann::json number_or_null(double value);
+
+// A bench point's timing: the last run's record (without its own "ms"), median_ms, min_ms and
+// gflops over the timed runs.
+nlohmann::json timing_json(const Timing& t);
 
 }  // namespace seqattn::cli

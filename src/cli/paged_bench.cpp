@@ -105,12 +105,8 @@ void bench_paged(const PagedBenchSpec& spec) {
   const Timing& t = p.timing;
   const double gbps = p.kv_gbps(), probe = p.probe.gbps();
   if (spec.json) {
-    nlohmann::json j = record_json(t.record);
-    j.erase("ms");
+    nlohmann::json j = timing_json(t);
     j["paged"] = true;
-    j["median_ms"] = t.median_seconds * 1e3;
-    j["min_ms"] = *std::min_element(t.seconds.begin(), t.seconds.end()) * 1e3;
-    j["gflops"] = number_or_null(t.gflops());
     j["batch"] = s.batch;
     j["heads"] = s.heads;
     j["kv_heads"] = s.kv_heads;
