@@ -78,7 +78,7 @@ void BM_Decode(benchmark::State& state) {
   const std::span<std::byte> ws(workspace.get(), plan.workspace_bytes());
   seqattn::RunRecord record;
   for (auto _ : state) {
-    record = plan.run(d.q_view(), d.cache, d.out_view(), {}, ws);
+    record = plan.run(d.q_view(), d.cache, d.out_view(), {.workspace = ws});
     benchmark::DoNotOptimize(d.out.data());
   }
   const double runs = static_cast<double>(state.iterations());
@@ -146,7 +146,7 @@ void BM_PlanOverhead(benchmark::State& state) {
   const bool whole_call = state.range(0) == 0;
   for (auto _ : state) {
     if (whole_call) {
-      plan.run(d.q_view(), d.cache, d.out_view(), {}, ws);
+      plan.run(d.q_view(), d.cache, d.out_view(), {.workspace = ws});
     } else {
       seqattn::detail::cache_attention(kernel, reinterpret_cast<float*>(ws.data()));
     }

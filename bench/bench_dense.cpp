@@ -61,7 +61,7 @@ void BM_Dense(benchmark::State& state) {
       record.flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
   state.counters["threads"] = record.threads;
   state.SetComplexityN(state.range(0));
-  state.SetLabel(record.simd_target);
+  state.SetLabel(std::string(record.simd_target));
 }
 BENCHMARK(BM_Dense)
     ->ArgNames({"S", "D", "causal", "threads"})
@@ -104,7 +104,7 @@ void BM_DenseHalf(benchmark::State& state) {
   }
   state.counters["GFLOPS"] = benchmark::Counter(
       record.flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(seqattn::to_string(dtype)) + " " + record.simd_target);
+  state.SetLabel(std::string(seqattn::to_string(dtype)) + " " + std::string(record.simd_target));
 }
 BENCHMARK(BM_DenseHalf)
     ->ArgNames({"S", "D", "causal", "dtype"})
@@ -197,7 +197,7 @@ void run_linear_in_s(benchmark::State& state, const seqattn::VariantSpec& spec) 
   state.counters["tokens_per_s"] = benchmark::Counter(
       static_cast<double>(state.range(0)) * iterations, benchmark::Counter::kIsRate);
   state.SetComplexityN(state.range(0));
-  state.SetLabel(record.simd_target);
+  state.SetLabel(std::string(record.simd_target));
 }
 
 // BM_Variant/<name>/S/threads: every row of the variant table with its default spec (sliding

@@ -59,7 +59,7 @@ void run(benchmark::State& state, const VariantSpec& spec, bool causal, int thre
       benchmark::Counter(record.flops, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["bytes/s"] =
       benchmark::Counter(record.bytes, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(record.simd_target);
+  state.SetLabel(std::string(record.simd_target));
 }
 
 LinearSpec linear_spec(FeatureMap map) {

@@ -147,7 +147,7 @@ void run_model(benchmark::State& state) {
   }
   state.counters["GFLOP/s"] = 1e-9 * flops / total;
   state.SetLabel("projections " + first.projection_path + ", attention " +
-                 first.attention.compute_path);
+                 std::string(first.attention.compute_path));
 }
 
 void BM_MhaModelF32(benchmark::State& state) { run_model<float>(state); }

@@ -105,7 +105,7 @@ void BM_Positional(benchmark::State& state) {
   }
   state.counters["GFLOPS"] = benchmark::Counter(
       record.flops * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(record.simd_target);
+  state.SetLabel(std::string(record.simd_target));
 }
 void Cases(benchmark::internal::Benchmark* b) {
   for (const std::int64_t d : {64, 128}) {

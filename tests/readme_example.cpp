@@ -17,6 +17,6 @@ int main() {
                              seqattn::bshd(out.data(), B, S, H, D), opt);
   std::printf("%s: %.2f ms, %.1f GFLOP/s on %s\n",
               std::string(seqattn::to_string(run.variant)).c_str(), run.seconds * 1e3,
-              run.flops / run.seconds * 1e-9, run.simd_target.c_str());
+              run.flops / run.seconds * 1e-9, std::string(run.simd_target).c_str());
   return out[0] == 0.1f ? 0 : 1;  // every value is 0.1, so attention returns 0.1
 }

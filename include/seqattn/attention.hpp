@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "seqattn/options.hpp"
@@ -10,18 +12,22 @@
 
 namespace seqattn {
 
-// What ran, what it cost, and how long it took.
+// What ran, what it cost, and how long it took. Its text fields view strings that never change
+// (the reason is the plan's, kept alive by the record itself), so returning or copying a record
+// allocates nothing: a steady decode loop stays off the heap.
 struct RunRecord {
   Variant variant = Variant::kDense;  // the variant that actually ran (never kAuto)
-  std::string reason;                 // why this variant (explicit, or the policy's decision)
+  std::string_view reason;            // why this variant (explicit, or the policy's decision)
   double flops = 0;                   // the variant's own FLOP count (see docs/architecture.md)
   double bytes = 0;                   // bytes of inputs read plus outputs written, at least once
   double seconds = 0;                 // wall time of the whole call, validation included
   int threads = 1;                    // threads the kernel ran with
-  std::string simd_target;            // e.g. "highway:AVX3", "xsimd:avx512f"
+  std::string_view simd_target;       // e.g. "highway:AVX3", "xsimd:avx512f"
   // What the products ran on: "fp32" (fp32 operands, or bf16 ones widened exactly to fp32),
   // "amx-bf16" or "avx512-bf16" (docs/architecture.md, "Compute paths").
-  std::string compute_path = "fp32";
+  std::string_view compute_path = "fp32";
+  // Owns the text `reason` views (shared with the plan that ran); null for a default record.
+  std::shared_ptr<const std::string> reason_storage;
 };
 
 // The compute path bf16 operands (bf16 tensors, or fp32 ones under Fp32Precision::kBf16)

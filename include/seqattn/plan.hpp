@@ -45,17 +45,32 @@ AttentionShape cache_shape(const KvCacheShape& cache, std::int64_t heads_q, std:
 AttentionShape paged_shape(const PagedKvCacheShape& cache, std::int64_t batch, std::int64_t heads_q,
                            std::int64_t seq_q, std::int64_t max_length);
 
-// Per-call outputs besides `out` (a plan is shared between calls, so they are not options).
-struct RunOutputs {
-  std::optional<Tensor> lse;      // [B, H_q, S_q, 1]
-  std::optional<Tensor> weights;  // [B, H_q, S_q, S_k] (dense and sliding window, not caches)
+// The per-call arguments of AttentionPlan::run (oneDNN's execute arguments): the data that may
+// differ between runs of one plan. The plan holds what defines the computation (shape, variant,
+// causal, scale, RoPE/ALiBi, fp32 precision, threads); one plan serves any key lengths, masks
+// and outputs. Views are referenced for the duration of the call, never copied or kept. Errors
+// name the mask parts as Mask's (mask.key_lengths, mask.keep, mask.bias), which attend() takes.
+struct RunArgs {
+  // Valid keys per batch (a padding mask): B entries in [0, S_k]; empty = all S_k keys. Runs
+  // over q, k, v only: a cache's own per-sequence lengths are its key lengths.
+  std::span<const std::int64_t> key_lengths{};
+  // As Mask::keep and Mask::bias ([B or 1, H_q or 1, S_q, S_k]); runs over q, k, v only, and
+  // only for variants that take them (an Error of kind kUnsupported names the one that does not).
+  std::optional<TensorView<const std::uint8_t>> keep{};
+  std::optional<ConstTensor> bias{};
+  std::optional<Tensor> lse{};      // output [B, H_q, S_q, 1]
+  std::optional<Tensor> weights{};  // output [B, H_q, S_q, S_k] (dense and sliding window)
+  // Scratch of a run over a KvCache or a PagedKvCache: at least workspace_bytes(), 64-byte
+  // aligned, one per concurrent run. Empty = the run allocates it. Runs over q, k, v allocate
+  // their packing scratch themselves and refuse a workspace (kNotImplemented).
+  std::span<std::byte> workspace{};
 };
 
 class AttentionPlan {
  public:
-  // Scratch a run over a KvCache needs. run() without a workspace allocates it; a caller that
-  // runs often passes its own (64-byte aligned, at least workspace_bytes()), one per
-  // concurrent run.
+  // Scratch a run over a KvCache or PagedKvCache needs (RunArgs::workspace). With a caller's
+  // workspace, a steady decode loop over a float32 q and out allocates nothing on the heap
+  // (tests/api/test_steady_decode_alloc.cpp counts).
   std::size_t workspace_bytes() const;
 
   // Attention over q, k, v (shapes as planned; any strides; out must not overlap an input).
@@ -64,14 +79,14 @@ class AttentionPlan {
   // float, bfloat16 or float16: half inputs are widened to fp32 copies first and a half out is
   // rounded from an fp32 result (lse and weights are always fp32).
   RunRecord run(const AnyConstTensor& q, const AnyConstTensor& k, const AnyConstTensor& v,
-                const AnyTensor& out, const RunOutputs& outputs = {}) const;
+                const AnyTensor& out, const RunArgs& args = {}) const;
 
   // S_q new queries over the tokens in `cache` (append the new tokens first): query i of
   // sequence b sits at position length(b) - S_q + i, and causal masks, windows and global
   // tokens are taken at those positions. Dense and sliding window only; lse may be asked.
   // q and out may be float, bfloat16 or float16; the cache is read in its own dtype.
   RunRecord run(const AnyConstTensor& q, const KvCache& cache, const AnyTensor& out,
-                const RunOutputs& outputs = {}, std::span<std::byte> workspace = {}) const;
+                const RunArgs& args = {}) const;
 
   // S_q new queries of each sequence in `sequences` over a PagedKvCache: q [B, H_q, S_q, D]
   // with B = sequences.size() (row b is sequences[b]), each sequence at its own length, as the
@@ -80,7 +95,7 @@ class AttentionPlan {
   // rope differ from the plan's.
   RunRecord run(const AnyConstTensor& q, const PagedKvCache& cache,
                 std::span<const PagedKvCache::SequenceId> sequences, const AnyTensor& out,
-                const RunOutputs& outputs = {}, std::span<std::byte> workspace = {}) const;
+                const RunArgs& args = {}) const;
 
   const AttentionShape& shape() const;
   Variant variant() const;  // the variant that runs (never kAuto)
@@ -92,9 +107,9 @@ class AttentionPlan {
 };
 
 // Validates shape and options (every check that does not need the data) and resolves the
-// variant. options.weights and options.lse must be unset (they are per call: RunOutputs).
-// Views inside the options (mask.keep, mask.bias) are referenced, not copied: keep them alive
-// while the plan is used. Caller-given FAVOR+ and Linformer matrices are copied.
+// variant. The per-call parts of the options must be unset: mask.key_lengths, mask.keep,
+// mask.bias, weights and lse go to run() as RunArgs (attend() splits them off itself).
+// Caller-given FAVOR+ and Linformer matrices are copied.
 AttentionPlan make_plan(const AttentionShape& shape, const AttentionOptions& options);
 
 // One-shot attention over a cache: make_plan(cache_shape(…), options).run(q, cache, out, …).

@@ -138,6 +138,9 @@ class Plan:
         cache: Optional[Union[KvCache, PagedKvCache]] = ...,
         sequences: Optional[Sequence[int]] = ...,
         out: Optional[Array] = ...,
+        key_lengths: Optional[Sequence[int]] = ...,
+        mask: Optional[Array] = ...,
+        bias: Optional[Array] = ...,
         return_lse: bool = ...,
         return_weights: bool = ...,
         return_record: bool = ...,
@@ -155,8 +158,6 @@ def plan(
     dim_v: Optional[int] = ...,
     cache: Optional[Union[KvCache, PagedKvCache]] = ...,
     max_length: Optional[int] = ...,
-    mask: Optional[Array] = ...,
-    bias: Optional[Array] = ...,
     **options: Any,
 ) -> Plan: ...
 

@@ -1,8 +1,8 @@
 """Plans and KV caches: validate and prepare once, run many times (decode loops)."""
 
 from . import _seqattn
-from ._arrays import as_4d, check_kind, check_no_grad, empty, scores_4d
-from ._errors import InvalidArgumentError
+from ._arrays import as_4d, check_kind, check_no_grad, empty, lengths, scores_4d
+from ._errors import InvalidArgumentError, UnsupportedError
 from ._options import make_options
 
 
@@ -128,11 +128,14 @@ class Plan:
     def shape(self):
         return self._plan.shape
 
-    def run(self, q, k=None, v=None, *, cache=None, sequences=None, out=None, return_lse=False,
-            return_weights=False, return_record=False, layout="bhsd"):
+    def run(self, q, k=None, v=None, *, cache=None, sequences=None, out=None, key_lengths=None,
+            mask=None, bias=None, return_lse=False, return_weights=False, return_record=False,
+            layout="bhsd"):
         """attention(q, k, v) of the planned shape, or of q over `cache` (append the new
         tokens first: query i sits at position length - S_q + i); over a PagedKvCache, row b of
-        q belongs to sequences[b]. Returns like attention()."""
+        q belongs to sequences[b]. key_lengths, mask and bias (as attention()'s) are this
+        run's: one plan serves any of them (q/k/v runs only; a cache's lengths are its own).
+        Returns like attention()."""
         check_kind("q", q)
         check_no_grad(q=q, k=k, v=v, out=out)
         s = self._plan.shape
@@ -147,6 +150,13 @@ class Plan:
             if k is not None or v is not None:
                 raise InvalidArgumentError("k, v", "None with cache= (the keys are the cache's)",
                                            "arrays")
+            for name, given in (("key_lengths", key_lengths), ("mask", mask), ("bias", bias)):
+                if given is not None:
+                    raise UnsupportedError(
+                        name, "None for a run over a cache", "an argument",
+                        f"{name}: expected None for a run over a cache, got an argument (a "
+                        "cache's own per-sequence lengths are its key lengths; masks and biases "
+                        "over a cache are not built)")
             if return_weights:
                 raise InvalidArgumentError("return_weights", "False for a run over a cache", "True")
             if isinstance(cache, PagedKvCache):
@@ -163,7 +173,11 @@ class Plan:
                        if return_weights else None)
             if return_weights:
                 extra.append(weights)
-            record = self._plan.run(q, k, v, result, lse=lse, weights=weights, layout=layout)
+            record = self._plan.run(
+                q, k, v, result, key_lengths=None if key_lengths is None else lengths(key_lengths),
+                mask=None if mask is None else scores_4d("mask", mask, 4),
+                bias=None if bias is None else scores_4d("bias", bias, 4), lse=lse,
+                weights=weights, layout=layout)
         if return_record:
             extra.append(record)
         return tuple([result] + extra) if extra else result
@@ -172,13 +186,22 @@ class Plan:
 
 
 def plan(*, heads_q, seq_q, dim=None, batch=1, heads_kv=None, seq_k=None, dim_v=None, cache=None,
-         max_length=None, mask=None, bias=None, **options):
+         max_length=None, **options):
     """Validates a problem once: plan(heads_q=, seq_q=, dim=, seq_k=, ...) for q/k/v arrays,
     or plan(cache=KvCache, heads_q=, seq_q=) for decoding over a cache, or
     plan(cache=PagedKvCache, batch=, heads_q=, seq_q=, max_length=) for a batch of its
-    sequences, none longer than max_length tokens. options are
-    attention()'s (variant, causal, key_lengths, scale, window, ...). The plan keeps mask and
-    bias alive and reads them on every run."""
+    sequences, none longer than max_length tokens. options are attention()'s (variant, causal,
+    scale, window, rope, ...) but the per-call ones: key_lengths, mask and bias go to
+    Plan.run, so one plan serves any of them."""
+    for name in ("key_lengths", "mask", "bias"):
+        if options.get(name) is not None:
+            raise InvalidArgumentError(
+                name, "None when planning", "an argument",
+                f"{name}: expected None when planning, got an argument (pass {name}= to "
+                f"Plan.run: one plan serves any {name})")
+    options.pop("key_lengths", None)
+    options.pop("mask", None)
+    options.pop("bias", None)
     opts = make_options(**options)
     if isinstance(cache, PagedKvCache):
         if max_length is None:
@@ -195,6 +218,4 @@ def plan(*, heads_q, seq_q, dim=None, batch=1, heads_kv=None, seq_k=None, dim_v=
                                         int(heads_q if heads_kv is None else heads_kv),
                                         int(seq_q), int(seq_k), int(dim),
                                         int(dim if dim_v is None else dim_v))
-    m = None if mask is None else scores_4d("mask", mask, 4)
-    b = None if bias is None else scores_4d("bias", bias, 4)
-    return Plan(_seqattn.Plan(shape, opts, mask=m, bias=b), cache)
+    return Plan(_seqattn.Plan(shape, opts), cache)

@@ -105,8 +105,8 @@ std::array<std::int64_t, 4> scores_of(const AnyConstTensor& q, std::int64_t seq_
   return {q.shape[0], q.shape[1], q.shape[2], seq_k};
 }
 
-RunOutputs outputs_of(py::handle lse, py::handle weights) {
-  RunOutputs r;
+RunArgs outputs_of(py::handle lse, py::handle weights) {
+  RunArgs r;
   if (!lse.is_none()) r.lse = lse_view(inspect(lse, "lse"), "lse");
   if (!weights.is_none()) r.weights = weights_view(inspect(weights, "weights"), "weights");
   return r;
@@ -128,36 +128,35 @@ RunRecord attend_arrays(py::handle q, py::handle k, py::handle v, py::handle out
                         py::handle lse, py::handle weights, const std::string& layout) {
   const Operands a = operands(q, k, v, out, parse_layout(layout));
   AttentionOptions o = with_masks(options, keep, bias, scores_of(a.q, a.k.shape[2]));
-  const RunOutputs extra = outputs_of(lse, weights);
+  const RunArgs extra = outputs_of(lse, weights);
   o.lse = extra.lse;
   o.weights = extra.weights;
   py::gil_scoped_release unlocked;
   return attend(a.q, a.k, a.v, a.out, o);
 }
 
-// A plan, with the mask arrays it references kept alive as long as it is.
 struct PyPlan {
   std::optional<AttentionPlan> plan;
-  py::object keep, bias;
 };
 
-PyPlan make_py_plan(const AttentionShape& shape, const AttentionOptions& options, py::object keep,
-                    py::object bias) {
-  PyPlan p;
-  const std::array<std::int64_t, 4> scores{shape.batch, shape.heads_q, shape.seq_q, shape.seq_k};
-  const AttentionOptions o = with_masks(options, keep, bias, scores);
-  p.plan = make_plan(shape, o);
-  p.keep = std::move(keep);
-  p.bias = std::move(bias);
-  return p;
+PyPlan make_py_plan(const AttentionShape& shape, const AttentionOptions& options) {
+  return PyPlan{make_plan(shape, options)};
 }
 
+// A q/k/v run: the per-call key lengths, keep mask, bias and outputs bound as RunArgs (the
+// arrays stay referenced by the caller for the call's duration).
 RunRecord run_plan(const PyPlan& p, py::handle q, py::handle k, py::handle v, py::handle out,
-                   py::handle lse, py::handle weights, const std::string& layout) {
+                   const std::optional<std::vector<std::int64_t>>& key_lengths, py::handle keep,
+                   py::handle bias, py::handle lse, py::handle weights, const std::string& layout) {
   const Operands a = operands(q, k, v, out, parse_layout(layout));
-  const RunOutputs extra = outputs_of(lse, weights);
+  const AttentionShape& s = p.plan->shape();
+  const std::array<std::int64_t, 4> scores{s.batch, s.heads_q, s.seq_q, s.seq_k};
+  RunArgs args = outputs_of(lse, weights);
+  if (key_lengths) args.key_lengths = *key_lengths;
+  if (!keep.is_none()) args.keep = keep_view(inspect(keep, "mask"), "mask", scores);
+  if (!bias.is_none()) args.bias = bias_view(inspect(bias, "bias"), "bias", scores);
   py::gil_scoped_release unlocked;
-  return p.plan->run(a.q, a.k, a.v, a.out, extra);
+  return p.plan->run(a.q, a.k, a.v, a.out, args);
 }
 
 // q, out and lse of a run over a cache, and the lock that keeps appends out while it reads.
@@ -167,7 +166,7 @@ RunRecord run_over(Cache& cache, py::handle q, py::handle out, py::handle lse,
   const Layout l = parse_layout(layout);
   const AnyConstTensor qv = input_view(inspect(q, "q"), "q", l);
   const AnyTensor ov = output_view(inspect(out, "out"), "out", l);
-  const RunOutputs extra = outputs_of(lse, py::none());
+  const RunArgs extra = outputs_of(lse, py::none());
   py::gil_scoped_release unlocked;
   std::shared_lock reading(cache.mutex);  // appends wait; concurrent runs do not
   return run(qv, ov, extra);
@@ -214,8 +213,8 @@ void register_record(py::module_& m) {
       .def("__repr__", [](const RunRecord& r) {
         return "RunRecord(variant='" + std::string(to_string(r.variant)) +
                "', seconds=" + std::to_string(r.seconds) + ", flops=" + std::to_string(r.flops) +
-               ", threads=" + std::to_string(r.threads) + ", compute_path='" + r.compute_path +
-               "', reason='" + r.reason + "')";
+               ", threads=" + std::to_string(r.threads) + ", compute_path='" +
+               std::string(r.compute_path) + "', reason='" + std::string(r.reason) + "')";
       });
 }
 
@@ -274,10 +273,10 @@ void register_attention(py::module_& m) {
     return paged_shape(c.cache.shape(), batch, heads_q, seq_q, max_length);
   });
   py::class_<PyPlan>(m, "Plan")
-      .def(py::init(&make_py_plan), py::arg("shape"), py::arg("options"), py::arg("mask"),
-           py::arg("bias"))
+      .def(py::init(&make_py_plan), py::arg("shape"), py::arg("options"))
       .def("run", &run_plan, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
-           py::arg("lse"), py::arg("weights"), py::arg("layout"))
+           py::arg("key_lengths"), py::arg("mask"), py::arg("bias"), py::arg("lse"),
+           py::arg("weights"), py::arg("layout"))
       .def("run_cache", &run_plan_cache, py::arg("q"), py::arg("cache"), py::arg("out"),
            py::arg("lse"), py::arg("layout"))
       .def("run_paged", &run_plan_paged, py::arg("q"), py::arg("cache"), py::arg("sequences"),

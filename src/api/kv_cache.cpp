@@ -33,6 +33,14 @@ struct KvCache::Impl {
   std::int64_t scale_elems = 0;  // per pair: blocks·64 (0 unless kI8)
   std::vector<std::int64_t> lengths;
   std::optional<detail::RopeTables> rope;  // frequencies only (shape.rope, validated)
+  // An append's fp32 rows (one per (batch, kv head) pair: pairs pack in parallel) and int8
+  // scales. Grown, never shrunk: a steady decode loop's appends allocate nothing after the
+  // first. Appends are not concurrent (KvCache::append is not const).
+  std::vector<float> scratch;
+  float* scratch_floats(std::size_t floats) {
+    if (scratch.size() < floats) scratch.resize(floats);
+    return scratch.data();
+  }
 
   template <class T>
   T* k_pair(std::int64_t b, std::int64_t hk) const {
@@ -129,6 +137,23 @@ void KvCache::Impl::pack(const AnyConstTensor& k, const AnyConstTensor& v, std::
   });
 }
 
+namespace {
+
+// fn(pair) for every (batch, kv head) pair: in parallel when the append is large (2^18 floats),
+// otherwise on the calling thread without entering an OpenMP region (libgomp allocates a team
+// for every region, even an if(false) one, and a decode step's append must not allocate).
+template <class Fn>
+void for_each_pair(std::int64_t pairs, double floats, const Fn& fn) {
+  if (floats <= (1 << 18) || pairs <= 1) {
+    for (std::int64_t pair = 0; pair < pairs; ++pair) fn(pair);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (std::int64_t pair = 0; pair < pairs; ++pair) fn(pair);
+}
+
+}  // namespace
+
 // Token t of the input goes to position length(b) + t. A ring stores only the last
 // blocks·64 of them (earlier ones would be overwritten within this very append).
 template <class Src, class Dst>
@@ -139,9 +164,10 @@ void KvCache::Impl::pack_typed(const TensorView<const Src>& k, const TensorView<
   const std::int64_t skip = mode == KvCacheMode::kRing ? std::max<std::int64_t>(n - slots, 0) : 0;
   const std::int64_t pairs = batches * heads;
   const double floats = static_cast<double>(pairs * (n - skip) * (shape.dim + shape.dim_v));
-#pragma omp parallel for schedule(static) if (floats > (1 << 18) && pairs > 1)
-  for (std::int64_t pair = 0; pair < pairs; ++pair) {
-    std::vector<float> row(rope ? static_cast<std::size_t>(3 * shape.dim) : 0);
+  const std::int64_t row_floats = rope ? 3 * shape.dim : 0;
+  float* rows = scratch_floats(static_cast<std::size_t>(pairs * row_floats));
+  for_each_pair(pairs, floats, [&](std::int64_t pair) {
+    float* row = rows + pair * row_floats;
     const std::int64_t lb = pair / heads, hk = pair % heads, b = first_batch + lb;
     Dst* k_dst = k_pair<Dst>(b, hk);
     Dst* v_dst = v_pair<Dst>(b, hk);
@@ -153,7 +179,7 @@ void KvCache::Impl::pack_typed(const TensorView<const Src>& k, const TensorView<
       const Src* ks = k.ptr(lb, hk, t);
       const Src* vs = v.ptr(lb, hk, t);
       if (rope) {  // rotated once here, in fp32, then stored in the cache's dtype
-        rotate_key(ks, k.strides[3], start + t, row.data(), kb);
+        rotate_key(ks, k.strides[3], start + t, row, kb);
       } else {
         for (std::int64_t d = 0; d < shape.dim; ++d)
           kb[d * kKvBlock] = detail::convert_element<Dst>(ks[d * k.strides[3]]);
@@ -161,7 +187,7 @@ void KvCache::Impl::pack_typed(const TensorView<const Src>& k, const TensorView<
       for (std::int64_t d = 0; d < shape.dim_v; ++d)
         vb[d] = detail::convert_element<Dst>(vs[d * v.strides[3]]);
     }
-  }
+  });
   for (std::int64_t lb = 0; lb < batches; ++lb) lengths[static_cast<size_t>(first_batch + lb)] += n;
 }
 
@@ -175,18 +201,20 @@ void KvCache::Impl::pack_int8(const TensorView<const Src>& k, const TensorView<c
   const std::int64_t slots = blocks * kKvBlock;
   const std::int64_t skip = mode == KvCacheMode::kRing ? std::max<std::int64_t>(n - slots, 0) : 0;
   const std::int64_t pairs = batches * heads;
-  std::vector<float> scales(static_cast<std::size_t>(pairs * n * 2));  // [pair][t][k, v]
+  const std::int64_t row_floats = 3 * std::max(dim, shape.dim_v);
+  // [pair][t][k, v] scales, then one row per pair.
+  float* scales = scratch_floats(static_cast<std::size_t>(pairs * (n * 2 + row_floats)));
+  float* rows = scales + pairs * n * 2;
   auto for_pairs = [&](auto&& body) {
     const double floats = static_cast<double>(pairs * (n - skip) * (dim + shape.dim_v));
-#pragma omp parallel for schedule(static) if (floats > (1 << 18) && pairs > 1)
-    for (std::int64_t pair = 0; pair < pairs; ++pair) {
-      std::vector<float> row(static_cast<std::size_t>(3 * std::max(dim, shape.dim_v)));
+    for_each_pair(pairs, floats, [&](std::int64_t pair) {
+      float* row = rows + pair * row_floats;
       const std::int64_t lb = pair / heads, hk = pair % heads;
       const std::int64_t start = lengths[static_cast<size_t>(first_batch + lb)];
       for (std::int64_t t = skip; t < n; ++t) {
-        body(pair, lb, hk, start, t, row.data(), scales.data() + (pair * n + t) * 2);
+        body(pair, lb, hk, start, t, row, scales + (pair * n + t) * 2);
       }
-    }
+    });
   };
   auto widen_value = [&](const Src* src, float* row) {
     for (std::int64_t d = 0; d < shape.dim_v; ++d)
@@ -202,7 +230,7 @@ void KvCache::Impl::pack_int8(const TensorView<const Src>& k, const TensorView<c
   for (std::int64_t pair = 0; pair < pairs; ++pair) {
     for (std::int64_t t = skip; t < n; ++t) {
       for (int which = 0; which < 2; ++which) {
-        if (std::isfinite(scales[static_cast<std::size_t>((pair * n + t) * 2 + which)])) continue;
+        if (std::isfinite(scales[(pair * n + t) * 2 + which])) continue;
         detail::fail_non_finite_row(
             which,
             "batch " + str(pair / heads) + ", kv head " + str(pair % heads) + ", token " + str(t),

@@ -287,7 +287,7 @@ namespace detail {
 
 PagedView PagedKvCacheAccess::view(const PagedKvCache& cache,
                                    std::span<const PagedKvCache::SequenceId> sequences,
-                                   std::int64_t max_length) {
+                                   std::int64_t max_length, std::span<std::int64_t> storage) {
   PagedKvCache::Impl& m = *cache.impl_;
   // No sequence can outgrow the pool: a larger S_k would only size the tables and the split.
   if (max_length > m.shape.blocks * kKvBlock) {
@@ -298,31 +298,40 @@ PagedView PagedKvCacheAccess::view(const PagedKvCache& cache,
   }
   PagedView out;
   const std::int64_t table_width = (max_length + kKvBlock - 1) / kKvBlock;
-  out.lengths.resize(sequences.size());
-  out.tables.assign(sequences.size() * static_cast<std::size_t>(table_width), 0);
-  for (std::size_t b = 0; b < sequences.size(); ++b) {
-    const std::string name = "sequences[" + str(static_cast<std::int64_t>(b)) + "]";
-    const PagedKvCache::Impl::Sequence& s = m.find(sequences[b], name.c_str());
+  const std::size_t batch = sequences.size();
+  const std::size_t entries = batch * static_cast<std::size_t>(1 + table_width);
+  if (storage.size() < entries) {  // no caller storage (or not this batch's): allocate
+    out.owned.resize(entries);
+    storage = out.owned;
+  }
+  std::int64_t* lengths = storage.data();
+  std::int64_t* tables = lengths + batch;
+  std::fill(tables, tables + batch * static_cast<std::size_t>(table_width), 0);
+  for (std::size_t b = 0; b < batch; ++b) {
+    const auto name = [&] { return "sequences[" + str(static_cast<std::int64_t>(b)) + "]"; };
+    const auto it = m.live.find(sequences[b]);
+    if (it == m.live.end()) (void)m.find(sequences[b], name().c_str());  // throws, naming it
+    const PagedKvCache::Impl::Sequence& s = it->second;
     if (s.length > max_length) {
-      fail(name, "a sequence of at most " + str(max_length) + " tokens (the plan's S_k)",
+      fail(name(), "a sequence of at most " + str(max_length) + " tokens (the plan's S_k)",
            str(s.length) + " tokens", "plan with a larger maximum length");
     }
-    out.lengths[b] = s.length;
+    lengths[b] = s.length;
     std::copy(s.blocks.begin(), s.blocks.end(),
-              out.tables.begin() + static_cast<std::ptrdiff_t>(b) * table_width);
+              tables + static_cast<std::ptrdiff_t>(b) * table_width);
   }
   PackedKv& p = out.packed;
   p.k = m.k.get();
   p.v = m.v.get();
   p.dtype = m.shape.dtype;
-  p.lengths = out.lengths.data();
+  p.lengths = lengths;
   p.batch = static_cast<std::int64_t>(sequences.size());
   p.heads_kv = m.shape.heads_kv;
   p.dim = m.shape.dim;
   p.dim_v = m.shape.dim_v;
   p.dv_pad = m.dv_pad;
   p.capacity = max_length;
-  p.block_table = out.tables.data();
+  p.block_table = tables;
   p.table_width = table_width;
   p.k_scale = m.k_scale.get();
   p.v_scale = m.v_scale.get();

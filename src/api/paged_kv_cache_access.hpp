@@ -12,20 +12,23 @@
 namespace seqattn::detail {
 
 struct PagedView {
-  std::vector<std::int64_t> lengths;  // [B]
-  std::vector<std::int64_t> tables;   // [B][table_width]: pool block of each 64 positions
-  PackedKv packed;                    // points into the two vectors above
+  // The batch's lengths [B] then block tables [B][table_width] (pool block of each 64
+  // positions): in the caller's storage, or in `owned` when it gave none.
+  std::vector<std::int64_t> owned;
+  PackedKv packed;  // points into that storage
   PagedView() = default;
-  PagedView(PagedView&&) = default;  // vector moves keep their buffers (packed stays valid)
+  PagedView(PagedView&&) = default;  // a vector move keeps its buffer (packed stays valid)
   PagedView(const PagedView&) = delete;
   PagedView& operator=(const PagedView&) = delete;
 };
 
 struct PagedKvCacheAccess {
   // Throws Error naming sequences[i] for a freed or unknown id, or one longer than max_length.
+  // `storage` (B · (1 + ceil(max_length / 64)) entries or more) receives the gathered tables;
+  // empty = allocate them.
   static PagedView view(const PagedKvCache& cache,
                         std::span<const PagedKvCache::SequenceId> sequences,
-                        std::int64_t max_length);
+                        std::int64_t max_length, std::span<std::int64_t> storage = {});
 };
 
 }  // namespace seqattn::detail

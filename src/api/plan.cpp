@@ -16,6 +16,7 @@
 #include "src/runtime/staging.hpp"
 #include "src/runtime/threads.hpp"
 #include "src/runtime/validate.hpp"
+#include "src/simd/highway_target.hpp"
 #include "variants/variant_row.hpp"
 
 namespace seqattn {
@@ -50,20 +51,26 @@ void plan_cache_path(detail::PlanState& st) {
     if (concrete) st.cache_rule = row.over_cache(*concrete);
   }
   st.split = detail::cache_split(s.batch, s.heads_kv, s.heads_q / s.heads_kv, s.seq_q, s.seq_k);
-  st.cache_workspace_bytes = 4 * detail::cache_workspace_floats(st.split, s.batch, s.heads_kv,
-                                                                s.dim, s.dim_v, st.planned.threads);
+  auto round64 = [](std::size_t bytes) { return (bytes + 63) / 64 * 64; };
+  st.cache_workspace_bytes =
+      round64(4 * detail::cache_workspace_floats(st.split, s.batch, s.heads_kv, s.dim, s.dim_v,
+                                                 st.planned.threads));
+  // A paged batch's lengths and block tables, gathered for the kernel (PagedView).
+  const std::size_t table_width = static_cast<std::size_t>((s.seq_k + 63) / 64);
+  st.paged_table_bytes = round64(8 * static_cast<std::size_t>(s.batch) * (1 + table_width));
 }
 
 RunRecord record_of(const detail::PlanState& st, const detail::Cost& cost, int threads,
                     Clock::time_point start, detail::ComputePath path) {
   RunRecord record;
   record.variant = st.id;
-  record.reason = st.reason;
+  record.reason = *st.reason;
+  record.reason_storage = st.reason;
   record.flops = cost.flops;
   record.bytes = cost.bytes;
   record.threads = detail::team_here(threads);
-  record.simd_target = simd_target();
-  record.compute_path = std::string(detail::to_string(path));
+  record.simd_target = simd::backend_target_name();
+  record.compute_path = detail::to_string(path);
   record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return record;
 }
@@ -86,10 +93,10 @@ AttentionPlan make_plan(const AttentionShape& shape, const AttentionOptions& opt
   auto st = std::make_shared<detail::PlanState>();
   st->shape = shape;
   st->options = options;
-  st->planned = detail::plan_problem(shape, st->options);  // its mask points into st->options
+  st->planned = detail::plan_problem(shape, st->options);
   Resolved resolved = resolve(options.variant, st->planned);
   st->spec = std::move(resolved.spec);
-  st->reason = std::move(resolved.reason);
+  st->reason = std::make_shared<const std::string>(std::move(resolved.reason));
   st->id = variant_of(st->spec);
   st->impl = &detail::variant_for(st->id);
   st->impl->check(st->planned, st->spec);
@@ -99,7 +106,9 @@ AttentionPlan make_plan(const AttentionShape& shape, const AttentionOptions& opt
   return AttentionPlan(std::move(st));
 }
 
-std::size_t AttentionPlan::workspace_bytes() const { return state_->cache_workspace_bytes; }
+std::size_t AttentionPlan::workspace_bytes() const {
+  return state_->cache_workspace_bytes + state_->paged_table_bytes;
+}
 const AttentionShape& AttentionPlan::shape() const { return state_->shape; }
 Variant AttentionPlan::variant() const { return state_->id; }
 
@@ -109,25 +118,37 @@ bool all_f32(std::initializer_list<DType> types) {
   return std::all_of(types.begin(), types.end(), [](DType t) { return t == DType::kF32; });
 }
 
-// The cache path's workspace: the caller's (checked) or an allocation.
+// A caller's workspace for a run over a cache: large enough and 64-byte aligned.
+void check_workspace(const detail::PlanState& st, std::span<std::byte> workspace) {
+  if (workspace.empty()) return;
+  const std::size_t need = st.cache_workspace_bytes + st.paged_table_bytes;
+  if (workspace.size() < need) {
+    fail("workspace.size()", ">= workspace_bytes() = " + str(static_cast<std::int64_t>(need)),
+         str(static_cast<std::int64_t>(workspace.size())));
+  }
+  const auto misaligned = reinterpret_cast<std::uintptr_t>(workspace.data()) % 64;
+  if (misaligned != 0) {
+    fail("workspace.data()", "a 64-byte aligned address",
+         "an address misaligned by " + str(static_cast<std::int64_t>(misaligned)));
+  }
+}
+
+// The decode kernel's scratch: the start of the caller's (checked) workspace, or an allocation.
 float* cache_workspace(const detail::PlanState& st, std::span<std::byte> workspace,
                        hwy::AlignedFreeUniquePtr<float[]>& owned) {
-  float* ws = reinterpret_cast<float*>(workspace.data());
   if (workspace.empty()) {
     owned = hwy::AllocateAligned<float>(st.cache_workspace_bytes / 4);
     return owned.get();
   }
-  if (workspace.size() < st.cache_workspace_bytes) {
-    fail("workspace.size()",
-         ">= workspace_bytes() = " + str(static_cast<std::int64_t>(st.cache_workspace_bytes)),
-         str(static_cast<std::int64_t>(workspace.size())));
-  }
-  if (reinterpret_cast<std::uintptr_t>(ws) % 64 != 0) {
-    fail("workspace.data()", "a 64-byte aligned address",
-         "an address misaligned by " +
-             str(static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(ws) % 64)));
-  }
-  return ws;
+  return reinterpret_cast<float*>(workspace.data());
+}
+
+// Where a paged run gathers its lengths and block tables: after the kernel's scratch in the
+// caller's workspace (none without one: the view allocates its own).
+std::span<std::int64_t> paged_tables(const detail::PlanState& st, std::span<std::byte> workspace) {
+  if (workspace.empty()) return {};
+  return {reinterpret_cast<std::int64_t*>(workspace.data() + st.cache_workspace_bytes),
+          st.paged_table_bytes / 8};
 }
 
 // Operands are bf16 when each is a bf16 tensor or an f32 one that fp32_precision rounds.
@@ -146,38 +167,50 @@ detail::ComputePath path_for(const detail::PlanState& st, bool bf16) {
 }
 
 RunRecord run_f32(const detail::PlanState& st, const ConstTensor& q, const ConstTensor& k,
-                  const ConstTensor& v, const Tensor& out, const RunOutputs& outputs,
+                  const ConstTensor& v, const Tensor& out, const RunArgs& args,
                   Clock::time_point start, detail::ComputePath path) {
-  detail::Problem p = detail::bind_problem(st.planned, q, k, v, out, outputs);
+  detail::Problem p = detail::bind_problem(st.planned, q, k, v, out, args);
   p.compute_path = path;
-  // The variant's limits on per-call outputs (weights, lse) are known only now.
-  if (p.weights || p.lse) st.impl->check(p, st.spec);
+  // The variant's limits on per-call data (key lengths, keep, bias, weights, lse) are known
+  // only now.
+  const detail::ProblemMask& mask = p.mask;
+  if (p.weights || p.lse || !mask.key_lengths.empty() || mask.keep || mask.bias) {
+    st.impl->check(p, st.spec);
+  }
   // RoPE's tables are built here, on the calling thread, before any thread team: the kernels
   // then only read them (std::bad_alloc inside an OpenMP region would terminate).
   if (const detail::RopeTables* rope = detail::rope_of(p.positional.get())) rope->rows();
   st.prepared->run(p);
-  return record_of(st, st.cost, p.threads, start, path);
+  // The planned cost counts every key; the run's key lengths change it.
+  const detail::Cost cost = mask.key_lengths.empty() ? st.cost : st.impl->cost(p, st.spec);
+  return record_of(st, cost, p.threads, start, path);
 }
 
 }  // namespace
 
 RunRecord AttentionPlan::run(const AnyConstTensor& q, const AnyConstTensor& k,
                              const AnyConstTensor& v, const AnyTensor& out,
-                             const RunOutputs& outputs) const {
+                             const RunArgs& args) const {
   const Clock::time_point start = Clock::now();
   const detail::PlanState& st = *state_;
+  if (!args.workspace.empty()) {
+    throw Error(ErrorKind::kNotImplemented, "workspace", "empty for a run over q, k and v",
+                std::to_string(args.workspace.size()) + " bytes",
+                "runs over q, k, v allocate their packing scratch themselves (a caller "
+                "workspace serves runs over a KvCache or PagedKvCache)");
+  }
   const detail::ComputePath path = path_for(st, bf16_operands(st, {q.dtype, k.dtype, v.dtype}));
   const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;
   if (!rounds && all_f32({q.dtype, k.dtype, v.dtype, out.dtype})) {
-    return run_f32(st, q.as<float>(), k.as<float>(), v.as<float>(), out.as<float>(), outputs, start,
+    return run_f32(st, q.as<float>(), k.as<float>(), v.as<float>(), out.as<float>(), args, start,
                    path);
   }
   detail::F32Staging staging;
   const ConstTensor q32 = staging.input("q", q, st.planned.q.shape, rounds);
   const ConstTensor k32 = staging.input("k", k, st.planned.k.shape, rounds);
   const ConstTensor v32 = staging.input("v", v, st.planned.v.shape, rounds);
-  const Tensor out32 = staging.output(out, st.planned.out.shape, outputs);
-  const RunRecord record = run_f32(st, q32, k32, v32, out32, outputs, start, path);
+  const Tensor out32 = staging.output(out, st.planned.out.shape, args);
+  const RunRecord record = run_f32(st, q32, k32, v32, out32, args, start, path);
   staging.finish();
   return record;
 }
@@ -187,8 +220,7 @@ namespace {
 // The decode kernel over a checked cache view: q and out staged in fp32 when they are half (or
 // q is rounded by fp32_precision); the cache is read in its own dtype.
 RunRecord run_over_cache(const detail::PlanState& st, const AnyConstTensor& q, const AnyTensor& out,
-                         const RunOutputs& outputs, std::span<std::byte> workspace,
-                         const detail::PackedKv& kv, Clock::time_point start) {
+                         const RunArgs& args, const detail::PackedKv& kv, Clock::time_point start) {
   // The decode kernel has no bf16 products yet: it widens a half or int8 cache exactly.
   const detail::ComputePath path = detail::ComputePath::kFp32;
   const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;
@@ -197,14 +229,14 @@ RunRecord run_over_cache(const detail::PlanState& st, const AnyConstTensor& q, c
   Tensor out32 = out.as<float>();
   if (rounds || !all_f32({q.dtype, out.dtype})) {
     q32 = staging.input("q", q, st.planned.q.shape, rounds);
-    out32 = staging.output(out, st.planned.out.shape, outputs);
+    out32 = staging.output(out, st.planned.out.shape, args);
   }
   const detail::ByteRange q_range = detail::bind_view("q", q32, st.planned.q.shape);
   detail::Problem p = st.planned;
   p.q = q32;
-  p = detail::bind_outputs(p, out32, outputs, {{"q", q_range}});
+  p = detail::bind_outputs(p, out32, args, {{"q", q_range}});
   hwy::AlignedFreeUniquePtr<float[]> owned;
-  float* ws = cache_workspace(st, workspace, owned);
+  float* ws = cache_workspace(st, args.workspace, owned);
   const detail::CacheProblem cp = detail::cache_problem(st, p, kv);
   detail::cache_attention(cp, ws);
   staging.finish();
@@ -214,30 +246,30 @@ RunRecord run_over_cache(const detail::PlanState& st, const AnyConstTensor& q, c
 }  // namespace
 
 RunRecord AttentionPlan::run(const AnyConstTensor& q, const KvCache& cache, const AnyTensor& out,
-                             const RunOutputs& outputs, std::span<std::byte> workspace) const {
+                             const RunArgs& args) const {
   const Clock::time_point start = Clock::now();
-  detail::check_cache_run(*state_, cache, outputs);
-  return run_over_cache(*state_, q, out, outputs, workspace, detail::KvCacheAccess::packed(cache),
-                        start);
+  detail::check_cache_run(*state_, cache, args);
+  check_workspace(*state_, args.workspace);
+  return run_over_cache(*state_, q, out, args, detail::KvCacheAccess::packed(cache), start);
 }
 
 RunRecord AttentionPlan::run(const AnyConstTensor& q, const PagedKvCache& cache,
                              std::span<const PagedKvCache::SequenceId> sequences,
-                             const AnyTensor& out, const RunOutputs& outputs,
-                             std::span<std::byte> workspace) const {
+                             const AnyTensor& out, const RunArgs& args) const {
   const Clock::time_point start = Clock::now();
-  const detail::PagedView view =
-      detail::PagedKvCacheAccess::view(cache, sequences, state_->shape.seq_k);
-  detail::check_paged_run(*state_, cache, view.packed, outputs);
-  return run_over_cache(*state_, q, out, outputs, workspace, view.packed, start);
+  check_workspace(*state_, args.workspace);
+  const detail::PagedView view = detail::PagedKvCacheAccess::view(
+      cache, sequences, state_->shape.seq_k, paged_tables(*state_, args.workspace));
+  detail::check_paged_run(*state_, cache, view.packed, args);
+  return run_over_cache(*state_, q, out, args, view.packed, start);
 }
 
 RunRecord attend(const AnyConstTensor& q, const AnyConstTensor& k, const AnyConstTensor& v,
                  const AnyTensor& out, const AttentionOptions& options) {
   const Clock::time_point start = Clock::now();
   const AttentionShape shape = detail::shape_of(q, k, v, out);
-  RunRecord record = make_plan(shape, detail::without_outputs(options))
-                         .run(q, k, v, out, RunOutputs{options.lse, options.weights});
+  RunRecord record =
+      make_plan(shape, detail::plan_options(options)).run(q, k, v, out, detail::run_args(options));
   record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return record;
 }
@@ -247,8 +279,8 @@ RunRecord attend(const AnyConstTensor& q, const KvCache& cache, const AnyTensor&
   const Clock::time_point start = Clock::now();
   detail::check_view("q", q.data, q.shape, q.strides, dtype_size(q.dtype));
   const AttentionShape shape = cache_shape(cache.shape(), q.shape[1], q.shape[2]);
-  RunRecord record = make_plan(shape, detail::without_outputs(options))
-                         .run(q, cache, out, RunOutputs{options.lse, options.weights});
+  RunRecord record =
+      make_plan(shape, detail::plan_options(options)).run(q, cache, out, detail::run_args(options));
   record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return record;
 }

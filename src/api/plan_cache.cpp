@@ -72,26 +72,25 @@ void check_lengths_cover_queries(const char* before, const char* after, const st
 
 // What every run over a cache refuses: a row without a cache rule, masks the cache replaces,
 // attention weights.
-void check_cache_options(const PlanState& st, const RunOutputs& outputs) {
+void check_cache_options(const PlanState& st, const RunArgs& args) {
   if (!st.cache_rule) {
     unsupported("variant", std::string(to_string(st.id)) +
                                " does not run over a KvCache: use one of " + variants_over_cache() +
                                " (linear attention's recurrent state is LinearAttentionState)");
   }
-  const Mask& mask = st.options.mask;
-  if (!mask.key_lengths.empty()) {
+  if (!args.key_lengths.empty()) {
     unsupported("mask.key_lengths", "the cache's own per-sequence lengths are the key lengths");
   }
-  if (mask.keep) unsupported("mask.keep", "masks over a cache are not built; use key lengths");
-  if (mask.bias) unsupported("mask.bias", "biases over a cache are not built");
-  if (outputs.weights) unsupported("weights", "the cache path never forms attention weights");
+  if (args.keep) unsupported("mask.keep", "masks over a cache are not built; use key lengths");
+  if (args.bias) unsupported("mask.bias", "biases over a cache are not built");
+  if (args.weights) unsupported("weights", "the cache path never forms attention weights");
 }
 
 }  // namespace
 
 void check_paged_run(const PlanState& st, const PagedKvCache& cache, const PackedKv& kv,
-                     const RunOutputs& outputs) {
-  check_cache_options(st, outputs);
+                     const RunArgs& args) {
+  check_cache_options(st, args);
   const PagedKvCacheShape& c = cache.shape();
   const AttentionShape& s = st.shape;
   check_cache_rope(st, c.rope, c.dim);
@@ -105,8 +104,8 @@ void check_paged_run(const PlanState& st, const PagedKvCache& cache, const Packe
   check_lengths_cover_queries("cache.length(sequences[", "])", kv.lengths, kv.batch, s.seq_q);
 }
 
-void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs& outputs) {
-  check_cache_options(st, outputs);
+void check_cache_run(const PlanState& st, const KvCache& cache, const RunArgs& args) {
+  check_cache_options(st, args);
   const CacheRule& rule = *st.cache_rule;
   const KvCacheShape& c = cache.shape();
   const AttentionShape& s = st.shape;

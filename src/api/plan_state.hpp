@@ -17,11 +17,11 @@ namespace seqattn::detail {
 
 struct PlanState {
   AttentionShape shape;
-  AttentionOptions options;  // owns key_lengths; mask.keep / mask.bias are referenced views
-  Problem planned;           // shapes only (null data); its mask points at options.mask
+  AttentionOptions options;  // as planned: no per-call parts (those are RunArgs)
+  Problem planned;           // shapes only (null data); its mask holds the causal flag
   VariantSpec spec;          // resolved: never AutoSpec
   Variant id = Variant::kDense;
-  std::string reason;
+  std::shared_ptr<const std::string> reason;  // shared with every RunRecord of the plan
   const AttentionVariant* impl = nullptr;
   std::shared_ptr<const PreparedVariant> prepared;
   Cost cost;
@@ -29,18 +29,19 @@ struct PlanState {
   // does not run over a cache; the split and workspace of the decode kernel.
   std::optional<CacheRule> cache_rule;
   CacheSplit split;
-  std::size_t cache_workspace_bytes = 0;
+  std::size_t cache_workspace_bytes = 0;  // the kernel's scratch (a multiple of 64)
+  std::size_t paged_table_bytes = 0;      // then a paged batch's lengths and block tables
 };
 
 // Everything a cache run can get wrong besides the views: the variant, mask parts the cache
 // replaces, the cache's shape against the plan, a ring that no longer holds what the queries
 // see. Throws Error; reads the cache only.
-void check_cache_run(const PlanState& st, const KvCache& cache, const RunOutputs& outputs);
+void check_cache_run(const PlanState& st, const KvCache& cache, const RunArgs& args);
 
 // The same for a batch of a PagedKvCache's sequences, given its gathered view (their lengths
 // and block tables): the sequence count, extents and rope against the plan, S_q <= lengths.
 void check_paged_run(const PlanState& st, const PagedKvCache& cache, const PackedKv& kv,
-                     const RunOutputs& outputs);
+                     const RunArgs& args);
 
 // The kernel's problem for bound q/out (and lse) over the packed cache.
 CacheProblem cache_problem(const PlanState& st, const Problem& bound, const PackedKv& kv);

@@ -5,5 +5,5 @@
 #include "src/simd/highway_target.hpp"
 
 namespace seqattn {
-std::string simd_target() { return simd::backend_target_name(); }
+std::string simd_target() { return std::string(simd::backend_target_name()); }
 }  // namespace seqattn

@@ -141,7 +141,7 @@ void bench(BenchFlags f) {
           static_cast<long long>(f.seq_q), static_cast<long long>(f.shape.seq),
           static_cast<long long>(f.shape.dim), t.median_seconds * 1e3,
           kv_cache_bytes(f.shape) / t.median_seconds * 1e-9, t.gflops(), t.record.threads,
-          t.record.simd_target.c_str(), t.record.compute_path.c_str());
+          std::string(t.record.simd_target).c_str(), std::string(t.record.compute_path).c_str());
       return;
     }
     std::printf(
@@ -150,8 +150,8 @@ void bench(BenchFlags f) {
         std::string(to_string(t.record.variant)).c_str(), dtypes.c_str(),
         static_cast<long long>(f.shape.batch), static_cast<long long>(f.shape.heads),
         static_cast<long long>(f.shape.seq), static_cast<long long>(f.shape.dim),
-        t.median_seconds * 1e3, t.gflops(), t.record.threads, t.record.simd_target.c_str(),
-        t.record.compute_path.c_str());
+        t.median_seconds * 1e3, t.gflops(), t.record.threads,
+        std::string(t.record.simd_target).c_str(), std::string(t.record.compute_path).c_str());
     return;
   }
 

@@ -384,8 +384,8 @@ HalfReport run_half(const ReportConfig& c) {
                     static_cast<int>(t.seconds.size()),
                     t.record.flops,
                     0,
-                    t.record.simd_target,
-                    t.record.compute_path};
+                    std::string(t.record.simd_target),
+                    std::string(t.record.compute_path)};
         if (row == 0) {
           f32_out = w.out;
         } else {

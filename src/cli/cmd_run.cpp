@@ -226,8 +226,9 @@ std::string record_line(const RunRecord& r) {
   char text[200];
   std::snprintf(text, sizeof text, "%.3f ms, %.2f GFLOP/s, %d thread%s, %s, %s compute",
                 r.seconds * 1e3, r.seconds > 0 ? r.flops / r.seconds * 1e-9 : 0.0, r.threads,
-                r.threads == 1 ? "" : "s", r.simd_target.c_str(), r.compute_path.c_str());
-  return std::string(to_string(r.variant)) + " (" + r.reason + "): " + text;
+                r.threads == 1 ? "" : "s", std::string(r.simd_target).c_str(),
+                std::string(r.compute_path).c_str());
+  return std::string(to_string(r.variant)) + " (" + std::string(r.reason) + "): " + text;
 }
 
 }  // namespace seqattn::cli

@@ -145,9 +145,9 @@ Timing time_decode(const Shape& s, std::int64_t seq_q, const AttentionOptions& o
       workspace.data() + (64 - reinterpret_cast<std::uintptr_t>(workspace.data()) % 64) % 64,
       plan.workspace_bytes());
   Timing timing;
-  for (int i = 0; i < warmup; ++i) timing.record = plan.run(qv, cache, ov, {}, ws);
+  for (int i = 0; i < warmup; ++i) timing.record = plan.run(qv, cache, ov, {.workspace = ws});
   for (int i = 0; i < repeat; ++i) {
-    timing.record = plan.run(qv, cache, ov, {}, ws);
+    timing.record = plan.run(qv, cache, ov, {.workspace = ws});
     timing.seconds.push_back(timing.record.seconds);
   }
   timing.median_seconds = median(timing.seconds);

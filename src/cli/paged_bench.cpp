@@ -87,9 +87,9 @@ PagedTiming time_paged(const PagedBenchSpec& spec) {
       plan.workspace_bytes());
   const Tensor ov = bhsd(out.data(), s.batch, s.heads, spec.seq_q, s.dim_v);
   Timing& t = result.timing;
-  for (int i = 0; i < spec.warmup; ++i) plan.run(w.q_view(), pool, ids, ov, {}, ws);
+  for (int i = 0; i < spec.warmup; ++i) plan.run(w.q_view(), pool, ids, ov, {.workspace = ws});
   for (int i = 0; i < spec.repeat; ++i) {
-    t.record = plan.run(w.q_view(), pool, ids, ov, {}, ws);
+    t.record = plan.run(w.q_view(), pool, ids, ov, {.workspace = ws});
     t.seconds.push_back(t.record.seconds);
   }
   t.median_seconds = median(t.seconds);
@@ -132,7 +132,8 @@ void bench_paged(const PagedBenchSpec& spec) {
       static_cast<long long>(spec.max_len), static_cast<long long>(s.heads),
       static_cast<long long>(s.kv_heads), static_cast<long long>(spec.seq_q),
       static_cast<long long>(s.dim), t.median_seconds * 1e3, gbps, 100.0 * gbps / probe,
-      p.kv_bytes / 1048576.0, probe, t.gflops(), t.record.threads, t.record.simd_target.c_str());
+      p.kv_bytes / 1048576.0, probe, t.gflops(), t.record.threads,
+      std::string(t.record.simd_target).c_str());
 }
 
 }  // namespace seqattn::cli

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 
 #include "seqattn/options.hpp"
 #include "seqattn/tensor.hpp"
@@ -19,14 +20,23 @@ struct PositionalTables;  // runtime/positional.hpp
 // (tests only: the same packing, tiling and rounding as AMX on any CPU).
 enum class ComputePath { kFp32, kAmxBf16, kAvx512Bf16, kAmxEmulated };
 
+// Which keys each query of one call may see: the plan's causal flag and the run's key
+// lengths, keep mask and bias (RunArgs), referenced for the call's duration.
+struct ProblemMask {
+  bool causal = false;
+  std::span<const std::int64_t> key_lengths;  // empty = all S_k keys
+  std::optional<TensorView<const std::uint8_t>> keep;
+  std::optional<ConstTensor> bias;
+};
+
 // A fully validated problem. Shapes are consistent, out overlaps no input, key lengths are
 // within [0, S_k], mask/bias broadcast correctly. Variants may rely on all of it.
 struct Problem {
   ConstTensor q, k, v;
   Tensor out;
-  const Mask* mask = nullptr;  // never null
-  float scale = 1.0f;          // the caller's, or the default 1/√D
-  bool scale_given = false;    // the caller set AttentionOptions::scale (linear's maps differ)
+  ProblemMask mask;
+  float scale = 1.0f;        // the caller's, or the default 1/√D
+  bool scale_given = false;  // the caller set AttentionOptions::scale (linear's maps differ)
   std::optional<Tensor> weights;
   std::optional<Tensor> lse;
   int threads = 1;
@@ -44,7 +54,7 @@ struct Problem {
   std::int64_t group() const { return heads_q() / heads_kv(); }  // query heads per kv head
   // Number of visible keys for batch b from the padding mask alone.
   std::int64_t key_length(std::int64_t b) const {
-    return mask->key_lengths.empty() ? seq_k() : mask->key_lengths[static_cast<size_t>(b)];
+    return mask.key_lengths.empty() ? seq_k() : mask.key_lengths[static_cast<size_t>(b)];
   }
 };
 

@@ -11,7 +11,7 @@ namespace seqattn::detail {
 
 class ElementMask {
  public:
-  explicit ElementMask(const Problem& p) : mask_(*p.mask), causal_offset_(p.seq_k() - p.seq_q()) {}
+  explicit ElementMask(const Problem& p) : mask_(p.mask), causal_offset_(p.seq_k() - p.seq_q()) {}
 
   // The last key index query i may see under the causal rule (i + S_k - S_q).
   std::int64_t causal_limit(std::int64_t i) const { return i + causal_offset_; }
@@ -34,7 +34,7 @@ class ElementMask {
   }
 
  private:
-  const Mask& mask_;
+  const ProblemMask& mask_;
   std::int64_t causal_offset_;
 };
 

@@ -42,7 +42,7 @@ class TileVisibility {
 
   // True when every visited tile needs the element path (keep mask, bias or slot positions).
   bool elementwise() const {
-    return p_.mask->keep.has_value() || mask_.has_bias() ||
+    return p_.mask.keep.has_value() || mask_.has_bias() ||
            (slots_ != nullptr && slots_->query != nullptr);
   }
 
@@ -57,7 +57,7 @@ class TileVisibility {
   KeyRange row_range(std::int64_t i, std::int64_t key_length) const {
     const KeyRange own = rows_[i];
     KeyRange r{std::max<std::int64_t>(own.lo, 0), std::min(own.hi, key_length)};
-    if (p_.mask->causal) r.hi = std::min(r.hi, mask_.causal_limit(i) + 1);
+    if (p_.mask.causal) r.hi = std::min(r.hi, mask_.causal_limit(i) + 1);
     return r;
   }
 
@@ -80,9 +80,9 @@ class TileVisibility {
       const std::int64_t j = j0 + t;
       bool visible = j >= range.lo && j < range.hi;
       if (!visible && j < key_length && is_column(j)) {
-        visible = !p_.mask->causal || j <= mask_.causal_limit(i);
+        visible = !p_.mask.causal || j <= mask_.causal_limit(i);
       }
-      if (visible && p_.mask->keep) visible = mask_.visible(b, h, i, j, key_length);
+      if (visible && p_.mask.keep) visible = mask_.visible(b, h, i, j, key_length);
       if (visible && slots_ != nullptr && slots_->query != nullptr) {
         visible =
             slots_->key[(h / p_.group()) * p_.seq_k() + j] <= slots_->query[h * p_.seq_q() + i];

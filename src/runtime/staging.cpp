@@ -70,9 +70,9 @@ void narrow_into(const ConstTensor& src, const AnyTensor& dst) {
   visit_element(dst.dtype, [&](auto elem) { copy_view(src, dst.as<decltype(elem)>()); });
 }
 
-ConstTensor F32Staging::input(const std::string& name, const AnyConstTensor& view,
+ConstTensor F32Staging::input(const char* name, const AnyConstTensor& view,
                               const std::array<std::int64_t, 4>& planned, bool round_f32_to_bf16) {
-  ranges_.emplace_back(name, bind_any(name, view, planned));
+  ranges_.add(name, bind_any(name, view, planned));
   const bool rounds = round_f32_to_bf16 && view.dtype == DType::kF32;
   if (view.dtype == DType::kF32 && !rounds) return view.as<float>();
   const auto& n = view.shape;
@@ -86,19 +86,27 @@ ConstTensor F32Staging::input(const std::string& name, const AnyConstTensor& vie
 }
 
 Tensor F32Staging::output(const AnyTensor& out, const std::array<std::int64_t, 4>& planned,
-                          const RunOutputs& outputs) {
+                          const RunArgs& args) {
   const ByteRange ro = bind_any("out", out, planned);
   check_no_self_overlap("out", out.shape, out.strides);
-  check_output_disjoint("out", ro, ranges_);
-  auto others = ranges_;
-  others.emplace_back("out", ro);
-  if (outputs.weights) {
-    const Tensor& w = *outputs.weights;
+  NamedRanges others = ranges_;
+  if (args.keep) {
+    const auto& m = *args.keep;
+    others.add("mask.keep", check_view("mask.keep", m.data, m.shape, m.strides, 1));
+  }
+  if (args.bias) {
+    const auto& m = *args.bias;
+    others.add("mask.bias", check_view("mask.bias", m.data, m.shape, m.strides, sizeof(float)));
+  }
+  check_output_disjoint("out", ro, others);
+  others.add("out", ro);
+  if (args.weights) {
+    const Tensor& w = *args.weights;
     check_output_disjoint("weights",
                           check_view("weights", w.data, w.shape, w.strides, sizeof(float)), others);
   }
-  if (outputs.lse) {
-    const Tensor& l = *outputs.lse;
+  if (args.lse) {
+    const Tensor& l = *args.lse;
     check_output_disjoint("lse", check_view("lse", l.data, l.shape, l.strides, sizeof(float)),
                           others);
   }

@@ -33,13 +33,13 @@ class F32Staging {
   // Checks `view` and returns an fp32 view of it: the view itself when it is f32, otherwise a
   // widened contiguous copy owned by this object. round_f32_to_bf16 (Fp32Precision::kBf16):
   // an f32 view is copied with every value rounded to bf16 (nearest even; NaN stays NaN).
-  ConstTensor input(const std::string& name, const AnyConstTensor& view,
+  ConstTensor input(const char* name, const AnyConstTensor& view,
                     const std::array<std::int64_t, 4>& planned, bool round_f32_to_bf16 = false);
-  // Checks out (shape, self-overlap, disjoint from the inputs) and the per-call fp32 outputs
-  // (disjoint from the caller's inputs), and returns where the kernel writes out: the view
-  // itself when f32, otherwise a staging buffer that finish() rounds into it.
+  // Checks out (shape, self-overlap, disjoint from the inputs and the run's masks) and the
+  // per-call fp32 outputs (disjoint from the caller's inputs), and returns where the kernel
+  // writes out: the view itself when f32, otherwise a staging buffer that finish() rounds into.
   Tensor output(const AnyTensor& out, const std::array<std::int64_t, 4>& planned,
-                const RunOutputs& outputs);
+                const RunArgs& args);
   // Rounds the staged output into the caller's view (nothing to do for an f32 out).
   void finish() const;
 
@@ -47,7 +47,7 @@ class F32Staging {
   // A contiguous fp32 buffer of `shape` owned by this object (Error naming `name` if none).
   float* allocate(const std::string& name, const std::array<std::int64_t, 4>& shape);
 
-  std::vector<std::pair<std::string, ByteRange>> ranges_;  // the caller's inputs
+  NamedRanges ranges_;  // the caller's inputs
   std::vector<hwy::AlignedFreeUniquePtr<float[]>> buffers_;
   AnyTensor out_;
   Tensor staged_;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 #include <vector>
 
 namespace seqattn::detail {
@@ -55,11 +56,16 @@ void fail(const std::string& argument, const std::string& expected, const std::s
   throw Error(ErrorKind::kInvalidArgument, argument, expected, actual, hint);
 }
 
+void NamedRanges::add(const char* name, const ByteRange& range) {
+  if (size_ == items_.size()) throw std::logic_error("NamedRanges: more than 8 views in a call");
+  items_[size_++] = {name, range};
+}
+
 void check_output_disjoint(const std::string& name, const ByteRange& range,
-                           const std::vector<std::pair<std::string, ByteRange>>& others) {
+                           const NamedRanges& others) {
   for (const auto& [other, r] : others) {
     if (range.overlaps(r)) {
-      fail(name, "memory disjoint from '" + other + "'", "overlapping address ranges",
+      fail(name, "memory disjoint from '" + std::string(other) + "'", "overlapping address ranges",
            "attention reads every input row for every output row, so it cannot run in place");
     }
   }
@@ -181,38 +187,31 @@ void check_shape(const AttentionShape& s) {
   }
 }
 
+namespace {
+
+// Fails for a per-call part set in options given to make_plan.
+void refuse_per_call(const char* argument, bool set, const char* run_arg) {
+  if (!set) return;
+  fail(argument, "unset when planning", "set",
+       std::string("a plan serves many calls: pass it to AttentionPlan::run as RunArgs::") +
+           run_arg + " (attend() does this itself)");
+}
+
+}  // namespace
+
 Problem plan_problem(const AttentionShape& shape, const AttentionOptions& options) {
   check_shape(shape);
-  if (options.weights) {
-    fail("options.weights", "unset when planning", "a view",
-         "a plan is shared between calls: pass per-call outputs to AttentionPlan::run");
-  }
-  if (options.lse) {
-    fail("options.lse", "unset when planning", "a view",
-         "a plan is shared between calls: pass per-call outputs to AttentionPlan::run");
-  }
+  refuse_per_call("options.mask.key_lengths", !options.mask.key_lengths.empty(), "key_lengths");
+  refuse_per_call("options.mask.keep", options.mask.keep.has_value(), "keep");
+  refuse_per_call("options.mask.bias", options.mask.bias.has_value(), "bias");
+  refuse_per_call("options.weights", options.weights.has_value(), "weights");
+  refuse_per_call("options.lse", options.lse.has_value(), "lse");
   Problem p;
   p.q.shape = {shape.batch, shape.heads_q, shape.seq_q, shape.dim};
   p.k.shape = {shape.batch, shape.heads_kv, shape.seq_k, shape.dim};
   p.v.shape = {shape.batch, shape.heads_kv, shape.seq_k, shape.dim_v};
   p.out.shape = {shape.batch, shape.heads_q, shape.seq_q, shape.dim_v};
-  p.mask = &options.mask;
-
-  const Mask& mask = options.mask;
-  if (!mask.key_lengths.empty()) {
-    if (static_cast<std::int64_t>(mask.key_lengths.size()) != p.batch()) {
-      fail("mask.key_lengths.size()", str(p.batch()) + " (one per batch)",
-           str(static_cast<std::int64_t>(mask.key_lengths.size())));
-    }
-    for (std::size_t b = 0; b < mask.key_lengths.size(); ++b) {
-      if (mask.key_lengths[b] < 0 || mask.key_lengths[b] > p.seq_k()) {
-        fail("mask.key_lengths[" + std::to_string(b) + "]", "in [0, S_k = " + str(p.seq_k()) + "]",
-             str(mask.key_lengths[b]));
-      }
-    }
-  }
-  if (mask.keep) check_mask_like("mask.keep", *mask.keep, p);
-  if (mask.bias) check_mask_like("mask.bias", *mask.bias, p);
+  p.mask.causal = options.mask.causal;
 
   if (options.scale) {
     check_scale(*options.scale);
@@ -241,44 +240,76 @@ ByteRange bind_view(const std::string& name, const ConstTensor& view,
   return range;
 }
 
-AttentionOptions without_outputs(const AttentionOptions& options) {
+AttentionOptions plan_options(const AttentionOptions& options) {
   AttentionOptions planned = options;
+  planned.mask.key_lengths.clear();
+  planned.mask.keep.reset();
+  planned.mask.bias.reset();
   planned.lse.reset();
   planned.weights.reset();
   return planned;
 }
 
-Problem bind_outputs(const Problem& bound_inputs, const Tensor& out, const RunOutputs& outputs,
-                     std::vector<std::pair<std::string, ByteRange>> inputs) {
+RunArgs run_args(const AttentionOptions& options) {
+  RunArgs args;
+  args.key_lengths = options.mask.key_lengths;
+  args.keep = options.mask.keep;
+  args.bias = options.mask.bias;
+  args.lse = options.lse;
+  args.weights = options.weights;
+  return args;
+}
+
+void bind_mask(Problem& p, const RunArgs& args) {
+  const std::span<const std::int64_t> lengths = args.key_lengths;
+  if (!lengths.empty()) {
+    if (static_cast<std::int64_t>(lengths.size()) != p.batch()) {
+      fail("mask.key_lengths.size()", str(p.batch()) + " (one per batch)",
+           str(static_cast<std::int64_t>(lengths.size())));
+    }
+    for (std::size_t b = 0; b < lengths.size(); ++b) {
+      if (lengths[b] < 0 || lengths[b] > p.seq_k()) {
+        fail("mask.key_lengths[" + std::to_string(b) + "]", "in [0, S_k = " + str(p.seq_k()) + "]",
+             str(lengths[b]));
+      }
+    }
+  }
+  if (args.keep) check_mask_like("mask.keep", *args.keep, p);
+  if (args.bias) check_mask_like("mask.bias", *args.bias, p);
+  p.mask.key_lengths = lengths;
+  p.mask.keep = args.keep;
+  p.mask.bias = args.bias;
+}
+
+Problem bind_outputs(const Problem& bound_inputs, const Tensor& out, const RunArgs& args,
+                     NamedRanges inputs) {
   Problem p = bound_inputs;
   const ByteRange ro = bind_view("out", out, p.out.shape);
   check_no_self_overlap("out", out.shape, out.strides);
-  const Mask& mask = *p.mask;
-  if (mask.keep) {
-    const auto& m = *mask.keep;
-    inputs.emplace_back("mask.keep", check_view("mask.keep", m.data, m.shape, m.strides, 1));
+  if (p.mask.keep) {
+    const auto& m = *p.mask.keep;
+    inputs.add("mask.keep", check_view("mask.keep", m.data, m.shape, m.strides, 1));
   }
-  if (mask.bias) {
-    const auto& m = *mask.bias;
-    inputs.emplace_back("mask.bias",
-                        check_view("mask.bias", m.data, m.shape, m.strides, sizeof(float)));
+  if (p.mask.bias) {
+    const auto& m = *p.mask.bias;
+    inputs.add("mask.bias", check_view("mask.bias", m.data, m.shape, m.strides, sizeof(float)));
   }
   check_output_disjoint("out", ro, inputs);
-  inputs.emplace_back("out", ro);
+  inputs.add("out", ro);
   p.out = out;
-  if (outputs.weights) {
-    const Tensor& w = *outputs.weights;
+  if (args.weights) {
+    const Tensor& w = *args.weights;
     ByteRange rw = check_view("weights", w.data, w.shape, w.strides, sizeof(float));
     const std::array<std::int64_t, 4> want{p.batch(), p.heads_q(), p.seq_q(), p.seq_k()};
     if (w.shape != want)
       fail("weights.shape", shape_text(want) + " = [B, H_q, S_q, S_k]", shape_text(w.shape));
     check_no_self_overlap("weights", w.shape, w.strides);
     check_output_disjoint("weights", rw, inputs);
-    inputs.emplace_back("weights", rw);
+    inputs.add("weights", rw);
     p.weights = w;
   }
-  if (outputs.lse) {
-    const Tensor& l = *outputs.lse;
+  if (args.lse) {
+    const Tensor& l = *args.lse;
     ByteRange rl = check_view("lse", l.data, l.shape, l.strides, sizeof(float));
     const std::array<std::int64_t, 4> want{p.batch(), p.heads_q(), p.seq_q(), 1};
     if (l.shape != want)
@@ -291,22 +322,22 @@ Problem bind_outputs(const Problem& bound_inputs, const Tensor& out, const RunOu
 }
 
 Problem bind_problem(const Problem& planned, const ConstTensor& q, const ConstTensor& k,
-                     const ConstTensor& v, const Tensor& out, const RunOutputs& outputs) {
+                     const ConstTensor& v, const Tensor& out, const RunArgs& args) {
   Problem p = planned;
-  std::vector<std::pair<std::string, ByteRange>> inputs{{"q", bind_view("q", q, planned.q.shape)},
-                                                        {"k", bind_view("k", k, planned.k.shape)},
-                                                        {"v", bind_view("v", v, planned.v.shape)}};
+  bind_mask(p, args);
+  const NamedRanges inputs{{"q", bind_view("q", q, planned.q.shape)},
+                           {"k", bind_view("k", k, planned.k.shape)},
+                           {"v", bind_view("v", v, planned.v.shape)}};
   p.q = q;
   p.k = k;
   p.v = v;
-  return bind_outputs(p, out, outputs, std::move(inputs));
+  return bind_outputs(p, out, args, inputs);
 }
 
 Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
                          const Tensor& out, const AttentionOptions& options) {
-  Problem p = plan_problem(shape_of(q, k, v, out), without_outputs(options));
-  p.mask = &options.mask;
-  return bind_problem(p, q, k, v, out, RunOutputs{options.lse, options.weights});
+  const Problem p = plan_problem(shape_of(q, k, v, out), plan_options(options));
+  return bind_problem(p, q, k, v, out, run_args(options));
 }
 
 }  // namespace seqattn::detail

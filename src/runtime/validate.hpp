@@ -37,9 +37,27 @@ ByteRange check_view(const std::string& name, const void* data,
                      const std::array<std::int64_t, 4>& shape,
                      const std::array<std::int64_t, 4>& strides, std::size_t element_size);
 
+// The byte ranges of a call's inputs, by name, for the overlap checks: q, k, v, mask.keep,
+// mask.bias, out, weights at most. A fixed array, so binding a run allocates nothing; names
+// are string literals.
+class NamedRanges {
+ public:
+  NamedRanges() = default;
+  NamedRanges(std::initializer_list<std::pair<const char*, ByteRange>> items) {
+    for (const auto& [name, range] : items) add(name, range);
+  }
+  void add(const char* name, const ByteRange& range);
+  const std::pair<const char*, ByteRange>* begin() const { return items_.data(); }
+  const std::pair<const char*, ByteRange>* end() const { return items_.data() + size_; }
+
+ private:
+  std::array<std::pair<const char*, ByteRange>, 8> items_{};
+  std::size_t size_ = 0;
+};
+
 // Fails when `range` (of output `name`) overlaps any of `others`.
 void check_output_disjoint(const std::string& name, const ByteRange& range,
-                           const std::vector<std::pair<std::string, ByteRange>>& others);
+                           const NamedRanges& others);
 
 // Checks that no two distinct elements of a view share an address (outputs only).
 void check_no_self_overlap(const std::string& name, const std::array<std::int64_t, 4>& shape,
@@ -56,26 +74,33 @@ void check_scale(float scale, const std::string& name = "scale");
 // Extents >= 1, H_q a multiple of H_kv, sizes that fit.
 void check_shape(const AttentionShape& shape);
 
-// Every check that needs no tensor data: the shape, key lengths, keep/bias views against the
-// shape, scale, threads. The problem's q/k/v/out carry shapes only (null data); its mask points
-// at options.mask, which must outlive it.
+// Every check that needs no tensor data: the shape, scale, threads, positional encodings; and
+// that the per-call parts of the options (key lengths, keep, bias, weights, lse) are unset.
+// The problem's q/k/v/out carry shapes only (null data); its mask holds the causal flag only.
 Problem plan_problem(const AttentionShape& shape, const AttentionOptions& options);
 
-// The options a one-shot call plans with: its lse and weights go to RunOutputs instead.
-AttentionOptions without_outputs(const AttentionOptions& options);
+// A one-shot call's options split in two: what it plans with (the per-call parts cleared) and
+// its run arguments (views of options' key lengths, masks and outputs: keep options alive).
+AttentionOptions plan_options(const AttentionOptions& options);
+RunArgs run_args(const AttentionOptions& options);
+
+// Binds the run's key lengths, keep mask and bias to a planned problem, checked against its
+// extents (B lengths in [0, S_k]; [B or 1, H_q or 1, S_q, S_k] views).
+void bind_mask(Problem& p, const RunArgs& args);
 
 // check_view of one tensor plus its shape against the planned one; returns its byte range.
 ByteRange bind_view(const std::string& name, const ConstTensor& view,
                     const std::array<std::int64_t, 4>& planned);
 
-// Binds out and the per-call outputs to a problem whose inputs are bound: shapes as planned,
-// pointers, strides, no self-overlap, and no output overlapping `inputs` or mask.keep/bias.
-Problem bind_outputs(const Problem& bound_inputs, const Tensor& out, const RunOutputs& outputs,
-                     std::vector<std::pair<std::string, ByteRange>> inputs);
+// Binds out and the per-call outputs to a problem whose inputs (and mask) are bound: shapes as
+// planned, pointers, strides, no self-overlap, and no output overlapping `inputs` or the
+// problem's mask.keep/bias.
+Problem bind_outputs(const Problem& bound_inputs, const Tensor& out, const RunArgs& args,
+                     NamedRanges inputs);
 
-// Binds q, k, v, out and the per-call outputs to a planned problem (see bind_outputs).
+// Binds q, k, v, out and the run arguments to a planned problem (bind_mask, bind_outputs).
 Problem bind_problem(const Problem& planned, const ConstTensor& q, const ConstTensor& k,
-                     const ConstTensor& v, const Tensor& out, const RunOutputs& outputs);
+                     const ConstTensor& v, const Tensor& out, const RunArgs& args);
 
 // shape_of + plan_problem + bind_problem in one call (for one-shot entry points).
 Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,

@@ -18,11 +18,35 @@ const char* CurrentTargetName() { return hwy::TargetName(HWY_TARGET); }
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <list>
+#include <mutex>
+
 #include "src/simd/highway_target.hpp"
 
 namespace seqattn::simd {
 HWY_EXPORT(CurrentTargetName);
 
-std::string dispatched_target_name() { return HWY_DYNAMIC_DISPATCH(CurrentTargetName)(); }
+const char* dispatched_target_cstr() { return HWY_DYNAMIC_DISPATCH(CurrentTargetName)(); }
+std::string dispatched_target_name() { return dispatched_target_cstr(); }
+
+std::string_view interned_name(std::initializer_list<std::string_view> parts) {
+  static std::mutex mutex;
+  static std::list<std::string> names;  // nodes never move: views of them stay valid
+  auto equals = [&](const std::string& name) {
+    std::string_view rest = name;
+    for (const std::string_view part : parts) {
+      if (rest.substr(0, part.size()) != part) return false;
+      rest.remove_prefix(part.size());
+    }
+    return rest.empty();
+  };
+  const std::lock_guard<std::mutex> lock(mutex);
+  for (const std::string& name : names) {
+    if (equals(name)) return name;
+  }
+  std::string& name = names.emplace_back();
+  for (const std::string_view part : parts) name += part;
+  return name;
+}
 }  // namespace seqattn::simd
 #endif  // HWY_ONCE

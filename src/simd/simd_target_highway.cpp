@@ -4,5 +4,7 @@
 #include "src/simd/highway_target.hpp"
 
 namespace seqattn::simd {
-std::string backend_target_name() { return "highway:" + dispatched_target_name(); }
+std::string_view backend_target_name() {
+  return interned_name({"highway:", dispatched_target_cstr()});
+}
 }  // namespace seqattn::simd

@@ -71,8 +71,8 @@ void force_xsimd_arch_for_test(std::optional<XsimdArch> arch) {
 namespace seqattn::simd {
 // Both backends run in this build: the flash kernel on xsimd, the other kernels (linear and
 // Linformer feature maps, GEMM) on Highway, so the name gives both.
-std::string backend_target_name() {
-  return std::string("xsimd:") + xsimd_arch_name(current_xsimd_arch()) +
-         "+highway:" + dispatched_target_name();
+std::string_view backend_target_name() {
+  return interned_name(
+      {"xsimd:", xsimd_arch_name(current_xsimd_arch()), "+highway:", dispatched_target_cstr()});
 }
 }  // namespace seqattn::simd

@@ -44,7 +44,7 @@ void check_gaps(const Case& c) {
 // Runs the case as attend(), a plan or over a cache; returns false when it was refused.
 bool run_case(Case& c, std::int64_t* cached_len) {
   const AnyTensor out = c.out->view();
-  RunOutputs extra;
+  RunArgs extra;
   if (c.weights) extra.weights = c.weights->view().as<float>();
   if (c.lse) extra.lse = c.lse->view().as<float>();
   try {
@@ -52,10 +52,18 @@ bool run_case(Case& c, std::int64_t* cached_len) {
       case Mode::kAttend:
         attend(c.q->cview(), c.k->cview(), c.v->cview(), out, c.options_with(extra));
         break;
-      case Mode::kPlan:
-        make_plan(c.plan_shape(), c.options)
+      case Mode::kPlan: {  // the mask's data goes to the run, as a plan requires
+        AttentionOptions planned = c.options;
+        planned.mask.key_lengths.clear();
+        planned.mask.keep.reset();
+        planned.mask.bias.reset();
+        extra.key_lengths = c.options.mask.key_lengths;
+        extra.keep = c.options.mask.keep;
+        extra.bias = c.options.mask.bias;
+        make_plan(c.plan_shape(), planned)
             .run(c.q->cview(), c.k->cview(), c.v->cview(), out, extra);
         break;
+      }
       case Mode::kCache: {
         std::optional<KvCache> cache;
         cache.emplace(c.cache_shape, c.cache_mode);

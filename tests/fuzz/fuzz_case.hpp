@@ -36,7 +36,7 @@ struct Case {
 
   AttentionShape plan_shape() const { return {batch, heads_q, heads_kv, seq_q, seq_k, dim, dim_v}; }
 
-  AttentionOptions options_with(const RunOutputs& extra) const {
+  AttentionOptions options_with(const RunArgs& extra) const {
     AttentionOptions o = options;
     o.lse = extra.lse;
     o.weights = extra.weights;  // unsupported over a cache: such a call must be refused

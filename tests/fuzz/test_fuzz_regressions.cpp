@@ -12,6 +12,7 @@
 
 #include "seqattn/seqattn.hpp"
 #include "tests/reference/reference.hpp"
+#include "tests/support/plan_call.hpp"
 #include "tests/support/test_tensors.hpp"
 
 namespace seqattn::testing {
@@ -80,7 +81,9 @@ TEST(FuzzRegression, LinearEpsilon1e30IntoF16OutIsBelowItsResolution) {
   options.mask.key_lengths = {22, 5, 0};
   std::vector<float16> storage(2 * 888 + 2 * 37 + 7 * 111 + 11 * 3 + 1, float16(7.0f));
   const TensorView<float16> out{storage.data(), {3, 3, 8, 12}, {888, 37, 111, 3}};
-  make_plan({3, 3, 3, 8, 22, 9, 12}, options).run(q.cview(), k.cview(), v.cview(), out);
+  const testing::PlanCall call = testing::split_for_plan(options);
+  make_plan({3, 3, 3, 8, 22, 9, 12}, call.planned)
+      .run(q.cview(), k.cview(), v.cview(), out, call.args);
   const reference::Result ref =
       reference::variant(q.cview(), k.cview(), v.cview(), spec, options.mask, std::nullopt);
   double largest = 0;

@@ -286,7 +286,7 @@ TEST(ComputePath, ThisCpuIsDescribedAndItsPathNamed) {
   EXPECT_EQ(here.path, "fp32");  // auto takes no unmeasured path, and vdpbf16ps is not built
   EXPECT_FALSE(here.reason.empty());
   std::printf("[ compute path ] %s: bf16 -> %s (%s)\n", cpu.describe().c_str(), here.path.c_str(),
-              here.reason.c_str());
+              std::string(here.reason).c_str());
 }
 
 }  // namespace

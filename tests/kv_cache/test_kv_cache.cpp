@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kv_cache_support.hpp"
+#include "tests/support/plan_call.hpp"
 #include "tests/support/variant_test_rows.hpp"
 #include "tests/variants/target_loop.hpp"
 
@@ -196,7 +197,8 @@ TEST(KvCache, OnePlanFromEightThreadsEqualsSerialRuns) {
       auto* aligned = reinterpret_cast<std::byte*>(
           (reinterpret_cast<std::uintptr_t>(workspace.data()) + 63) / 64 * 64);
       for (int rep = 0; rep < 5; ++rep) {
-        plan.run(q[t].cview(), cache, parallel[t].view, {}, {aligned, plan.workspace_bytes()});
+        plan.run(q[t].cview(), cache, parallel[t].view,
+                 {.workspace = {aligned, plan.workspace_bytes()}});
       }
     });
   }
@@ -218,9 +220,11 @@ TEST(Plan, RunEqualsAttend) {
     const VariantSpec& spec = options.variant;
     OwnedTensor a = make_zeros(1, 4, 300, 32), b = make_zeros(1, 4, 300, 32);
     attend(seq.q.cview(), seq.k.cview(), seq.v.cview(), a.view, options);
-    const AttentionPlan plan = make_plan({1, 4, 2, 300, 300, 32, 32}, options);
+    const testing::PlanCall call = testing::split_for_plan(options);
+    const AttentionPlan plan = make_plan({1, 4, 2, 300, 300, 32, 32}, call.planned);
     EXPECT_EQ(plan.variant(), variant_of(spec));
-    for (int rep = 0; rep < 2; ++rep) plan.run(seq.q.cview(), seq.k.cview(), seq.v.cview(), b.view);
+    for (int rep = 0; rep < 2; ++rep)
+      plan.run(seq.q.cview(), seq.k.cview(), seq.v.cview(), b.view, call.args);
     EXPECT_EQ(std::memcmp(a.storage.data(), b.storage.data(), a.storage.size() * 4), 0)
         << to_string(variant_of(spec));
   }

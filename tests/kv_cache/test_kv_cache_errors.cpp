@@ -158,13 +158,14 @@ TEST(KvCacheErrors, AttentionBadArguments) {
                ErrorKind::kInvalidArgument);
   const AttentionPlan good = make_plan(cache_shape(f.cache.shape(), 4, 1), {});
   std::vector<std::byte> small(good.workspace_bytes() / 2 + 64);
-  expect_error([&] { good.run(f.q.cview(), f.cache, f.out.view, {}, small); }, "workspace.size()",
-               ErrorKind::kInvalidArgument);
+  expect_error([&] { good.run(f.q.cview(), f.cache, f.out.view, {.workspace = small}); },
+               "workspace.size()", ErrorKind::kInvalidArgument);
   std::vector<std::byte> big(good.workspace_bytes() + 128);
   std::byte* misaligned = big.data() + (64 - reinterpret_cast<std::uintptr_t>(big.data()) % 64) + 4;
   expect_error(
       [&] {
-        good.run(f.q.cview(), f.cache, f.out.view, {}, {misaligned, good.workspace_bytes()});
+        good.run(f.q.cview(), f.cache, f.out.view,
+                 {.workspace = {misaligned, good.workspace_bytes()}});
       },
       "workspace.data()", ErrorKind::kInvalidArgument);
   f.expect_untouched();

@@ -22,14 +22,38 @@ def test_plan_runs_like_attention(rng):
         p.run(q[:, :, :8], k, v)
 
 
-def test_plan_keeps_its_mask_alive(rng):
-    keep = rng.random((1, 1, 6, 6)) > 0.4
-    keep[..., 0] = True
-    p = seqattn.plan(heads_q=1, seq_q=6, seq_k=6, dim=8, mask=keep.copy())
-    import gc
-    gc.collect()
-    q = randn(rng, 1, 1, 6, 8)
-    np.testing.assert_allclose(p(q, q, q), reference(q, q, q, keep=keep), atol=2e-6)
+def test_one_plan_serves_any_mask_and_key_lengths(rng):
+    p = seqattn.plan(heads_q=1, seq_q=6, seq_k=6, dim=8, batch=2)
+    q = randn(rng, 2, 1, 6, 8)
+    for _ in range(2):
+        keep = rng.random((1, 1, 6, 6)) > 0.4
+        keep[..., 0] = True
+        np.testing.assert_allclose(p(q, q, q, mask=keep), reference(q, q, q, keep=keep),
+                                   atol=2e-6)
+    for lengths in ([6, 2], [1, 5]):
+        want = seqattn.attention(q, q, q, key_lengths=lengths)
+        np.testing.assert_array_equal(p(q, q, q, key_lengths=lengths), want)
+    bias = rng.standard_normal((1, 1, 6, 6)).astype(np.float32)
+    np.testing.assert_array_equal(p(q, q, q, bias=bias), seqattn.attention(q, q, q, bias=bias))
+
+
+def test_cache_run_refuses_per_call_masks(rng):
+    cache = seqattn.KvCache(1, 1, 8, 8)
+    x = randn(rng, 1, 1, 2, 8)
+    cache.append(x, x)
+    p = seqattn.plan(cache=cache, heads_q=1, seq_q=1)
+    out = np.full((1, 1, 1, 8), 7.0, np.float32)
+    for name, value in (("key_lengths", [1]), ("mask", np.ones((1, 1, 1, 2), bool))):
+        with pytest.raises(seqattn.UnsupportedError, match=f"^{name}: "):
+            p.run(x[:, :, :1], cache=cache, out=out, **{name: value})
+    assert (out == 7.0).all()
+
+
+def test_plan_refuses_per_call_options():
+    for name, value in (("key_lengths", [3]), ("mask", np.ones((1, 1, 6, 6), bool)),
+                        ("bias", np.zeros((1, 1, 6, 6), np.float32))):
+        with pytest.raises(seqattn.InvalidArgumentError, match=f"^{name}: .*Plan.run"):
+            seqattn.plan(heads_q=1, seq_q=6, seq_k=6, dim=8, **{name: value})
 
 
 @pytest.mark.parametrize("dtype,atol", [("float32", 2e-6), ("bfloat16", 2e-2),

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "reliability_support.hpp"
+#include "tests/support/plan_call.hpp"
 #include "tests/variants/target_loop.hpp"
 
 namespace seqattn::reliability {
@@ -156,7 +157,8 @@ TEST(StrideZero, OutputWithStrideZeroIsRejectedWithoutWriting) {
                         k = random_view(s.k, strides_for(s.k, 1), 42),
                         v = random_view(s.v, strides_for(s.v, 1), 43);
     const AttentionOptions options = c.options(kB, kSk);
-    const AttentionPlan plan = make_plan({kB, kHq, kHkv, s.seq_q, kSk, kD, kDv}, options);
+    const testing::PlanCall call = testing::split_for_plan(options);
+    const AttentionPlan plan = make_plan({kB, kHq, kHkv, s.seq_q, kSk, kD, kDv}, call.planned);
     for (int axis = 0; axis < 4; ++axis) {
       SCOPED_TRACE("axis " + std::to_string(axis));
       const std::string argument = "out.strides[" + std::to_string(axis) + "]";
@@ -164,7 +166,8 @@ TEST(StrideZero, OutputWithStrideZeroIsRejectedWithoutWriting) {
       strides[axis] = 0;
       Buffer<float> out = make_buffer<float>(s.out, strides, 0, kOutSentinel);
       expect_error([&] { attend(q.cview(), k.cview(), v.cview(), out.view, options); }, argument);
-      expect_error([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view); }, argument);
+      expect_error([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, call.args); },
+                   argument);
       // A half out is checked before it is staged (F32Staging::output).
       Buffer<bfloat16> half = make_buffer<bfloat16>(s.out, strides, 0, bfloat16(kOutSentinel));
       expect_error([&] { attend(q.cview(), k.cview(), v.cview(), half.view, options); }, argument);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reliability_support.hpp"
+#include "tests/support/plan_call.hpp"
 #include "tests/variants/target_loop.hpp"
 
 namespace seqattn::reliability {
@@ -91,9 +92,12 @@ Outputs run(const Inputs& in, bool with_weights, const AttentionPlan* plan) {
   Outputs o{make_buffer<float>(in.out, strides_for(in.out, 1), 0, kOutSentinel),
             make_buffer<float>(in.lse, strides_for(in.lse, 1), 0, kOutSentinel),
             make_buffer<float>(in.weights, strides_for(in.weights, 1), 0, kOutSentinel)};
-  RunOutputs outputs;
+  RunArgs outputs;
   outputs.lse = o.lse.view;
   if (with_weights) outputs.weights = o.weights.view;
+  outputs.key_lengths = in.options.mask.key_lengths;  // a plan's mask data is per call
+  outputs.keep = in.options.mask.keep;
+  outputs.bias = in.options.mask.bias;
   if (plan != nullptr) {
     plan->run(in.q.cview(), in.k.cview(), in.v.cview(), o.out.view, outputs);
   } else {
@@ -163,7 +167,8 @@ TEST(WeightsOutput, OutAndLseAreBitwiseIdenticalWithAndWithoutWeights) {
     SCOPED_TRACE(c.name);
     const Inputs in = make_inputs(c, seed += 10);
     const AttentionPlan plan =
-        make_plan({c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_k, c.dim, c.dim_v}, in.options);
+        make_plan({c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_k, c.dim, c.dim_v},
+                  testing::split_for_plan(in.options).planned);
     for_each_target([&] {
       for (const AttentionPlan* p : {static_cast<const AttentionPlan*>(nullptr), &plan}) {
         SCOPED_TRACE(p == nullptr ? "attend()" : "plan");

@@ -19,7 +19,7 @@ class DenseVariant final : public AttentionVariant {
   // counted as the full square (halved for causal self-attention) as is customary.
   Cost cost(const Problem& p, const VariantSpec&) const override {
     double pairs = static_cast<double>(p.batch()) * p.heads_q() * p.seq_q() * p.seq_k();
-    if (p.mask->causal) pairs *= 0.5;
+    if (p.mask.causal) pairs *= 0.5;
     return softmax_attention_cost(p, pairs);
   }
 

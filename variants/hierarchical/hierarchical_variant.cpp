@@ -54,7 +54,7 @@ std::int64_t resolved_levels(const HierarchicalSpec& s, std::int64_t seq) {
 // std::bad_alloc.
 Hierarchy make_hierarchy(const Problem& p, const HierarchicalSpec& s) {
   try {
-    return build_hierarchy(p.seq_k(), s.block, resolved_levels(s, p.seq_k()), p.mask->causal);
+    return build_hierarchy(p.seq_k(), s.block, resolved_levels(s, p.seq_k()), p.mask.causal);
   } catch (const std::bad_alloc&) {
   } catch (const std::length_error&) {
   }
@@ -299,7 +299,6 @@ void attend_coarse(const Problem& p, const CoarseRun& run, PairScratch& s) {
     }
     return;
   }
-  static const Mask kNoMask;
   Problem c = p;
   const std::array<std::int64_t, 4> q_strides{0, s.query_rows * ld, ld, 1};
   c.q = ConstTensor{s.q.data() + run.first_query * ld, {1, s.group, run.rows, ld}, q_strides};
@@ -309,7 +308,7 @@ void attend_coarse(const Problem& p, const CoarseRun& run, PairScratch& s) {
   c.out =
       Tensor{s.out.data() + run.first_row * s.dim_v, {1, s.group, run.rows, s.dim_v}, out_strides};
   c.lse = Tensor{s.lse.data() + run.first_row, {1, s.group, run.rows, 1}, {0, s.result_rows, 1, 1}};
-  c.mask = &kNoMask;
+  c.mask = {};
   c.weights.reset();
   c.positional.reset();
   flash_forward(c, run.pattern);
@@ -359,8 +358,8 @@ void merge_into_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std::
 void attend_level0(const Problem& p, const Hierarchy& h, const Level0Window& w, std::int64_t b,
                    std::int64_t hk, const PairScratch& s, const Floats& lse0) {
   const std::int64_t g = p.group();
-  Mask mask;
-  mask.key_lengths = {std::clamp<std::int64_t>(p.key_length(b) - w.first_key, 0, w.keys)};
+  const std::int64_t key_length =
+      std::clamp<std::int64_t>(p.key_length(b) - w.first_key, 0, w.keys);
   Problem c = p;
   if (rope_of(p.positional.get()) != nullptr) {
     const std::int64_t d = p.dim();
@@ -376,7 +375,8 @@ void attend_level0(const Problem& p, const Hierarchy& h, const Level0Window& w, 
   c.lse = Tensor{lse0.data() + (b * p.heads_q() + hk * g) * h.seq + w.first_row,
                  {1, g, w.rows, 1},
                  {0, h.seq, 1, 1}};
-  c.mask = &mask;
+  c.mask = {};
+  c.mask.key_lengths = std::span<const std::int64_t>(&key_length, 1);
   flash_forward(c, w.pattern);
 }
 
@@ -494,8 +494,8 @@ class HierarchicalVariant final : public AttentionVariant {
                   "(self-attention); S_q = " +
                       str(p.seq_q()) + ", S_k = " + str(p.seq_k()));
     }
-    if (p.mask->keep) unsupported("mask.keep", "coarse keys stand for groups of keys");
-    if (p.mask->bias) unsupported("mask.bias", "coarse keys stand for groups of keys");
+    if (p.mask.keep) unsupported("mask.keep", "coarse keys stand for groups of keys");
+    if (p.mask.bias) unsupported("mask.bias", "coarse keys stand for groups of keys");
     if (p.weights) {
       unsupported("weights", "coarse levels give one weight per group of keys, not per key");
     }
@@ -507,7 +507,7 @@ class HierarchicalVariant final : public AttentionVariant {
   Cost cost(const Problem& p, const VariantSpec& spec) const override {
     const auto& s = std::get<HierarchicalSpec>(spec);
     const double pairs =
-        hierarchy_pairs(p.seq_k(), s.block, resolved_levels(s, p.seq_k()), p.mask->causal) *
+        hierarchy_pairs(p.seq_k(), s.block, resolved_levels(s, p.seq_k()), p.mask.causal) *
         static_cast<double>(p.batch() * p.heads_q());
     return softmax_attention_cost(p, pairs);
   }

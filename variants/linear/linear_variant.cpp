@@ -33,8 +33,8 @@ class LinearVariant final : public AttentionVariant {
   void check(const Problem& p, const VariantSpec& spec) const override {
     refuse_alibi(p, "linear", "it never forms the scores ALiBi biases");
     const std::string no_matrix = "linear attention never forms the S_q x S_k score matrix";
-    if (p.mask->keep) unsupported("mask.keep", no_matrix);
-    if (p.mask->bias) unsupported("mask.bias", no_matrix);
+    if (p.mask.keep) unsupported("mask.keep", no_matrix);
+    if (p.mask.bias) unsupported("mask.bias", no_matrix);
     if (p.weights) unsupported("weights", no_matrix);
     if (p.lse) unsupported("lse", "its normaliser is not a softmax log-sum-exp");
     validate_linear_spec(std::get<LinearSpec>(spec), p.dim());
@@ -59,7 +59,7 @@ class LinearVariant final : public AttentionVariant {
     keys *= static_cast<double>(p.heads_kv());
     const double queries = static_cast<double>(p.batch() * p.heads_q() * p.seq_q());
     double per_query = feature_flops + 2.0 * m * (dv + 1.0) + dv;
-    if (p.mask->causal) {
+    if (p.mask.causal) {
       const double chunk = static_cast<double>(
           std::min(linear_simd::blocking().causal_chunk, std::max<std::int64_t>(p.seq_k(), 1)));
       per_query += 2.0 * chunk * (m + dv + 1.0);
@@ -102,9 +102,9 @@ class LinearVariant final : public AttentionVariant {
     plan.rope = rope_of(p.positional.get());
     // Below ~1 MFLOP a thread team costs more than it saves.
     const int team = flops >= kMinParallelFlops ? p.threads : 1;
-    if (p.mask->causal && plan.map == FeatureMap::kFavor) {
+    if (p.mask.causal && plan.map == FeatureMap::kFavor) {
       run_causal_heads(p, plan, team);
-    } else if (p.mask->causal) {
+    } else if (p.mask.causal) {
       run_causal_segments(p, plan, team);
     } else {
       run_full(p, plan, team);

@@ -115,14 +115,14 @@ class LinformerVariant final : public AttentionVariant {
   void check(const Problem& p, const VariantSpec& spec) const override {
     refuse_alibi(p, "linformer", "a projected key mixes every position, so it has no distance");
     const auto& s = std::get<LinformerSpec>(spec);
-    if (p.mask->causal) {
+    if (p.mask.causal) {
       unsupported("mask.causal",
                   "projecting along the sequence mixes future keys into every "
                   "projected key");
     }
-    if (p.mask->keep)
+    if (p.mask.keep)
       unsupported("mask.keep", "the mask is over S_k keys, attention is over proj_len");
-    if (p.mask->bias)
+    if (p.mask.bias)
       unsupported("mask.bias", "the bias is over S_k keys, attention is over proj_len");
     if (p.weights) {
       unsupported("weights",
@@ -203,11 +203,10 @@ class LinformerVariant final : public AttentionVariant {
       }
     }
     // The projected keys are all valid (padding was applied before projecting).
-    static const Mask kNoMask;
     Problem projected = p;
     projected.k = bhsd<const float>(kp.data(), p.batch(), heads, k, p.dim());
     projected.v = bhsd<const float>(vp.data(), p.batch(), heads, k, p.dim_v());
-    projected.mask = &kNoMask;
+    projected.mask = {};
     // RoPE: the keys were rotated before projecting, the dense kernel rotates the queries.
     if (rope != nullptr) projected.positional = queries_only(*p.positional);
     const AttentionVariant& dense = dense_variant();

@@ -281,17 +281,15 @@ void PairRounds::segment(std::int64_t t0, std::int64_t t1) {
   }
   windows.width_ = std::min(2 * c, keys);
   windows.rule_.excluded_offset = c_.shared ? prefix : -1;
-  windows.rule_.query = p_.mask->causal ? w_.query_pos.data() : nullptr;
-  windows.rule_.key = p_.mask->causal ? w_.key_pos.data() : nullptr;
+  windows.rule_.query = p_.mask.causal ? w_.query_pos.data() : nullptr;
+  windows.rule_.key = p_.mask.causal ? w_.key_pos.data() : nullptr;
 
-  static const Mask kNoMask;
   Problem call;
   call.q = bhsd<const float>(w_.q.data(), 1, group_, rows, dim);
   call.k = bhsd<const float>(w_.k.data(), 1, 1, keys, dim);
   call.v = bhsd<const float>(w_.v.data(), 1, 1, keys, dv);
   call.out = bhsd<float>(w_.out.data(), 1, group_, rows, dv);
   call.lse = bhsd<float>(w_.lse.data(), 1, group_, rows, 1);
-  call.mask = &kNoMask;
   call.scale = p_.scale;
   call.scale_given = true;
   call.threads = threads_;

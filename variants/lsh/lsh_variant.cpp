@@ -121,8 +121,8 @@ class LshVariant final : public AttentionVariant {
                   "shared-QK keys are the queries themselves, one head each; H_q = " +
                       str(p.heads_q()) + ", H_kv = " + str(p.heads_kv()) + " (use qk=separate)");
     }
-    if (p.mask->keep) unsupported("mask.keep", "buckets decide which keys a query sees");
-    if (p.mask->bias) unsupported("mask.bias", "buckets decide which keys a query sees");
+    if (p.mask.keep) unsupported("mask.keep", "buckets decide which keys a query sees");
+    if (p.mask.bias) unsupported("mask.bias", "buckets decide which keys a query sees");
     if (p.weights) unsupported("weights", "a key is weighed once per round holding it");
     if (rope_of(p.positional.get()) != nullptr)
       unsupported("options.rope", "positions are hashed before attention, not rotated");

@@ -60,7 +60,7 @@ class KeyBand final : public KeyStructure {
 // and keep masks are data, not structure, and are not counted — as for dense).
 double visible_keys(const Problem& p, const KeyBand& keys, std::int64_t i) {
   const std::int64_t pos = i + p.seq_k() - p.seq_q();
-  const std::int64_t limit = p.mask->causal ? std::min(pos + 1, p.seq_k()) : p.seq_k();
+  const std::int64_t limit = p.mask.causal ? std::min(pos + 1, p.seq_k()) : p.seq_k();
   const KeyRange range = keys.row_keys(i);
   const std::int64_t lo = range.lo, hi = std::min(range.hi, limit);
   std::int64_t count = std::max<std::int64_t>(hi - lo, 0);

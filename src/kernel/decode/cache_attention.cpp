@@ -72,35 +72,48 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
     r0 = tile % split.row_tiles * split.row_tile;
     return std::min(split.row_tile, rows - r0);
   };
+  auto item = [&](CacheWorker<Ops, Elem>& worker, std::int64_t it) {
+    const std::int64_t tile = it / split.chunks, c = it % split.chunks;
+    std::int64_t b, hk, r0;
+    const std::int64_t n = tile_rows(tile, b, hk, r0);
+    if (c >= ChunksOf(p, b)) return;  // past the sequence's keys
+    const CacheKeyRange keys = KeysOfChunk(p, b, c);
+    worker.run(b, hk, r0, n, keys.lo, keys.hi);
+    if (merge) {
+      worker.store_partial(partials + it * part.total);
+    } else {
+      worker.store_out();
+    }
+  };
+  // The thread's output accumulator region is free once its items are done (the workspace is
+  // the caller's: a run allocates nothing).
+  auto merge_tile = [&](CacheWorker<Ops, Elem>& worker, std::int64_t tile) {
+    float* acc = workspace + omp_get_thread_num() * layout.total + layout.o;
+    std::int64_t b, hk, r0;
+    const std::int64_t n = tile_rows(tile, b, hk, r0);
+    worker.bind_rows(b, hk, r0, n);
+    MergeChunks(p, worker, partials + tile * split.chunks * part.total, ChunksOf(p, b), n, acc);
+  };
+  // One thread runs plain loops outside any OpenMP construct: libgomp allocates a team for
+  // every parallel region it enters (an if(false) one too) and a work share for an orphaned
+  // loop, and a decode step must not allocate.
   const int team = static_cast<int>(std::min<std::int64_t>(p.threads, items));
-#pragma omp parallel num_threads(team) if (team > 1)
+  if (team <= 1) {
+    CacheWorker<Ops, Elem> worker(p, workspace);
+    for (std::int64_t it = 0; it < items; ++it) item(worker, it);
+    if (merge) {
+      for (std::int64_t tile = 0; tile < tiles; ++tile) merge_tile(worker, tile);
+    }
+    return;
+  }
+#pragma omp parallel num_threads(team)
   {
     CacheWorker<Ops, Elem> worker(p, workspace + omp_get_thread_num() * layout.total);
 #pragma omp for schedule(dynamic, 1)
-    for (std::int64_t item = 0; item < items; ++item) {
-      const std::int64_t tile = item / split.chunks, c = item % split.chunks;
-      std::int64_t b, hk, r0;
-      const std::int64_t n = tile_rows(tile, b, hk, r0);
-      if (c >= ChunksOf(p, b)) continue;  // past the sequence's keys
-      const CacheKeyRange keys = KeysOfChunk(p, b, c);
-      worker.run(b, hk, r0, n, keys.lo, keys.hi);
-      if (merge) {
-        worker.store_partial(partials + item * part.total);
-      } else {
-        worker.store_out();
-      }
-    }
+    for (std::int64_t it = 0; it < items; ++it) item(worker, it);
     if (merge) {
-      // The thread's output accumulator region is free once its items are done: a run
-      // allocates nothing (the workspace is the caller's).
-      float* acc = workspace + omp_get_thread_num() * layout.total + layout.o;
 #pragma omp for schedule(static)
-      for (std::int64_t tile = 0; tile < tiles; ++tile) {
-        std::int64_t b, hk, r0;
-        const std::int64_t n = tile_rows(tile, b, hk, r0);
-        worker.bind_rows(b, hk, r0, n);
-        MergeChunks(p, worker, partials + tile * split.chunks * part.total, ChunksOf(p, b), n, acc);
-      }
+      for (std::int64_t tile = 0; tile < tiles; ++tile) merge_tile(worker, tile);
     }
   }
 }

@@ -106,7 +106,7 @@ struct CacheScratchLayout {
   static constexpr std::int64_t kMaxRows = 8;  // >= every target's rows
   static constexpr std::int64_t kMaxLanes = 16;
   static std::int64_t line(std::int64_t floats) { return (floats + 15) / 16 * 16; }
-  std::int64_t q, o, scores, sum_lanes, m, alpha, total;
+  std::int64_t q, o, scores, sum_lanes, m, alpha, angles, total;
   CacheScratchLayout(std::int64_t row_tile, std::int64_t dim, std::int64_t dv_pad) {
     q = 0;
     o = q + line(row_tile * dim);
@@ -114,7 +114,8 @@ struct CacheScratchLayout {
     sum_lanes = scores + kMaxRows * kKvBlock;
     m = sum_lanes + row_tile * kMaxLanes;
     alpha = m + line(row_tile);
-    total = alpha + line(kMaxRows);
+    angles = alpha + line(kMaxRows);  // RoPE: cos, sin of one query position (<= D floats)
+    total = angles + line(dim);
   }
 };
 

@@ -34,8 +34,7 @@ class CacheWorker {
         layout_(p.split.row_tile, p.kv.dim, p.kv.dv_pad),
         scratch_(scratch),
         rope_(rope_of(p.positional)),
-        alibi_(p.positional != nullptr && p.positional->has_alibi() ? p.positional : nullptr),
-        angles_(rope_ != nullptr ? static_cast<size_t>(2 * rope_->half) : 0) {}
+        alibi_(p.positional != nullptr && p.positional->has_alibi() ? p.positional : nullptr) {}
 
   // Rows [r0, r0 + n) of (b, hk) over keys [k0, k1) (absolute positions): leaves the
   // unnormalised output, running max (log2 units) and running sums in the scratch.
@@ -139,7 +138,7 @@ class CacheWorker {
       float* dst = q() + r * dim;
       if (rope_ != nullptr) {  // at its absolute position, as the keys were on append
         // The group's query heads share a position (rows i·group + head): one set of angles.
-        float* cos = angles_.data();
+        float* cos = scratch_ + layout_.angles;
         const std::int64_t pos = rope_->options.offset + position(r);
         if (r == 0 || pos != angles_position_) {
           rope_angles(*rope_, pos, cos, cos + rope_->half);
@@ -305,6 +304,5 @@ class CacheWorker {
   std::array<CacheKeyRange, kCacheRowTile> ranges_{};
   const RopeTables* rope_;
   const PositionalTables* alibi_;  // null without ALiBi
-  std::vector<float> angles_;      // cos, sin of one query position
   std::int64_t angles_position_ = 0;
 };

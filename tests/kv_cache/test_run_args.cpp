@@ -1,0 +1,140 @@
+// Per-call arguments (RunArgs): one plan serves any key lengths, keep masks and biases, each run
+// equal to attend() with the same data; a plan refuses the per-call parts in its options, and a
+// q/k/v run refuses a workspace it would not use.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "seqattn/seqattn.hpp"
+#include "tests/support/test_tensors.hpp"
+#include "tests/support/variant_test_rows.hpp"
+
+namespace seqattn {
+namespace {
+
+using testing::make_tensor;
+using testing::make_zeros;
+using testing::OwnedTensor;
+
+constexpr std::int64_t kB = 3, kHq = 4, kHkv = 2, kS = 70, kD = 16;
+
+template <class Fn>
+void expect_error(const Fn& fn, const std::string& argument, ErrorKind kind) {
+  try {
+    fn();
+    ADD_FAILURE() << "no Error naming " << argument;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(argument), std::string::npos) << e.what();
+  }
+}
+
+bool same_bits(const OwnedTensor& a, const OwnedTensor& b) {
+  return std::memcmp(a.storage.data(), b.storage.data(), a.storage.size() * sizeof(float)) == 0;
+}
+
+// Every row that takes key lengths: one plan, three sets of lengths (and none), each run
+// bitwise equal to attend() with those lengths, and its record's FLOPs equal attend()'s.
+TEST(RunArgs, OnePlanServesAnyKeyLengths) {
+  const OwnedTensor q = make_tensor(kB, kHq, kS, kD, testing::Layout::kBSHD, 1);
+  const OwnedTensor k = make_tensor(kB, kHkv, kS, kD, testing::Layout::kBHSD, 2);
+  const OwnedTensor v = make_tensor(kB, kHkv, kS, kD, testing::Layout::kBHSD, 3);
+  const std::vector<std::vector<std::int64_t>> lengths{{70, 1, 33}, {0, 70, 17}, {}, {5, 5, 5}};
+  for (const testing::VariantTestCase& c : testing::every_variant_case()) {
+    SCOPED_TRACE(c.name);
+    AttentionOptions options = c.options(kB, kS);
+    options.mask.key_lengths.clear();
+    const AttentionPlan plan = make_plan({kB, kHq, kHkv, kS, kS, kD, kD}, options);
+    for (const std::vector<std::int64_t>& l : lengths) {
+      SCOPED_TRACE(l.empty() ? std::string("no key lengths")
+                             : "key_lengths[1] = " + std::to_string(l[1]));
+      OwnedTensor by_plan = make_zeros(kB, kHq, kS, kD), by_attend = make_zeros(kB, kHq, kS, kD);
+      const RunRecord r =
+          plan.run(q.cview(), k.cview(), v.cview(), by_plan.view, {.key_lengths = l});
+      AttentionOptions once = options;
+      once.mask.key_lengths = l;
+      const RunRecord a = attend(q.cview(), k.cview(), v.cview(), by_attend.view, once);
+      EXPECT_TRUE(same_bits(by_plan, by_attend));
+      EXPECT_EQ(r.flops, a.flops);  // the record counts this run's keys, as attend()'s does
+    }
+  }
+}
+
+// Dense: keep masks and biases per run, each equal to attend() with them.
+TEST(RunArgs, KeepAndBiasPerRun) {
+  const OwnedTensor q = make_tensor(kB, kHq, kS, kD, testing::Layout::kBHSD, 4);
+  const OwnedTensor k = make_tensor(kB, kHkv, kS, kD, testing::Layout::kBHSD, 5);
+  const OwnedTensor v = make_tensor(kB, kHkv, kS, kD, testing::Layout::kBHSD, 6);
+  const OwnedTensor bias = make_tensor(1, kHq, kS, kS, testing::Layout::kBHSD, 7);
+  std::vector<std::uint8_t> keep(static_cast<std::size_t>(kB * kS * kS));
+  for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = (i * 7919 % 5) != 0;
+  const TensorView<const std::uint8_t> keep_view{keep.data(), {kB, 1, kS, kS}, {kS * kS, 0, kS, 1}};
+  const AttentionPlan plan = make_plan({kB, kHq, kHkv, kS, kS, kD, kD}, {});
+  OwnedTensor without = make_zeros(kB, kHq, kS, kD);
+  plan.run(q.cview(), k.cview(), v.cview(), without.view);
+  for (int which = 0; which < 2; ++which) {
+    RunArgs args;
+    AttentionOptions once;
+    if (which == 0) args.keep = once.mask.keep = keep_view;
+    if (which == 1) args.bias = once.mask.bias = bias.cview();
+    OwnedTensor by_plan = make_zeros(kB, kHq, kS, kD), by_attend = make_zeros(kB, kHq, kS, kD);
+    plan.run(q.cview(), k.cview(), v.cview(), by_plan.view, args);
+    attend(q.cview(), k.cview(), v.cview(), by_attend.view, once);
+    EXPECT_TRUE(same_bits(by_plan, by_attend)) << (which == 0 ? "keep" : "bias");
+    EXPECT_FALSE(same_bits(by_plan, without)) << "the mask changed nothing";
+  }
+  // A variant that cannot take a keep mask says so at the run.
+  AttentionOptions linear_options;
+  linear_options.variant = LinearSpec{};
+  const AttentionPlan linear = make_plan({kB, kHq, kHkv, kS, kS, kD, kD}, linear_options);
+  OwnedTensor out = make_zeros(kB, kHq, kS, kD);
+  expect_error([&] { linear.run(q.cview(), k.cview(), v.cview(), out.view, {.keep = keep_view}); },
+               "mask.keep", ErrorKind::kUnsupported);
+  expect_error(
+      [&] {
+        plan.run(q.cview(), k.cview(), v.cview(), out.view,
+                 {.key_lengths = std::vector<std::int64_t>{1, 2}});
+      },
+      "mask.key_lengths.size()", ErrorKind::kInvalidArgument);
+  const std::vector<std::int64_t> too_long{1, 71, 2};
+  expect_error(
+      [&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, {.key_lengths = too_long}); },
+      "mask.key_lengths[1]", ErrorKind::kInvalidArgument);
+  for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
+}
+
+TEST(RunArgs, PlanRefusesPerCallOptions) {
+  const OwnedTensor bias = make_tensor(1, 1, kS, kS, testing::Layout::kBHSD, 8);
+  std::vector<std::uint8_t> keep(static_cast<std::size_t>(kS * kS), 1);
+  OwnedTensor lse = make_zeros(kB, kHq, kS, 1);
+  const AttentionShape shape{kB, kHq, kHkv, kS, kS, kD, kD};
+  AttentionOptions o;
+  o.mask.key_lengths = {1, 2, 3};
+  expect_error([&] { make_plan(shape, o); }, "options.mask.key_lengths",
+               ErrorKind::kInvalidArgument);
+  o = {};
+  o.mask.keep = TensorView<const std::uint8_t>{keep.data(), {1, 1, kS, kS}, {0, 0, kS, 1}};
+  expect_error([&] { make_plan(shape, o); }, "options.mask.keep", ErrorKind::kInvalidArgument);
+  o = {};
+  o.mask.bias = bias.cview();
+  expect_error([&] { make_plan(shape, o); }, "options.mask.bias", ErrorKind::kInvalidArgument);
+  o = {};
+  o.lse = lse.view;
+  expect_error([&] { make_plan(shape, o); }, "options.lse", ErrorKind::kInvalidArgument);
+}
+
+TEST(RunArgs, QkvRunRefusesAWorkspace) {
+  const OwnedTensor q = make_tensor(1, 2, 9, 8, testing::Layout::kBHSD, 9);
+  const OwnedTensor k = make_tensor(1, 2, 9, 8, testing::Layout::kBHSD, 10);
+  OwnedTensor out = make_zeros(1, 2, 9, 8);
+  const AttentionPlan plan = make_plan({1, 2, 2, 9, 9, 8, 8}, {});
+  std::vector<std::byte> workspace(4096);
+  expect_error(
+      [&] { plan.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = workspace}); },
+      "workspace", ErrorKind::kNotImplemented);
+  for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
+}
+
+}  // namespace
+}  // namespace seqattn
