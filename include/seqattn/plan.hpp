@@ -54,6 +54,11 @@ struct RunArgs {
   // Valid keys per batch (a padding mask): B entries in [0, S_k]; empty = all S_k keys. Runs
   // over q, k, v only: a cache's own per-sequence lengths are its key lengths.
   std::span<const std::int64_t> key_lengths{};
+  // Runs over a cache only: a ragged batch (chunked prefill and decode in one call, as vLLM
+  // schedules them). Sequence b has query_lengths[b] new queries, 1 <= n <= S_q, in rows
+  // 0..n-1 of q[b] (its last n tokens, each at its own position); rows n..S_q-1 are padding,
+  // never read, and written as zeros in out (lse -inf). Empty = S_q queries for each sequence.
+  std::span<const std::int64_t> query_lengths{};
   // As Mask::keep and Mask::bias ([B or 1, H_q or 1, S_q, S_k]); runs over q, k, v only, and
   // only for variants that take them (an Error of kind kUnsupported names the one that does not).
   std::optional<TensorView<const std::uint8_t>> keep{};

@@ -141,6 +141,7 @@ class Plan:
         key_lengths: Optional[Sequence[int]] = ...,
         mask: Optional[Array] = ...,
         bias: Optional[Array] = ...,
+        query_lengths: Optional[Sequence[int]] = ...,
         return_lse: bool = ...,
         return_weights: bool = ...,
         return_record: bool = ...,

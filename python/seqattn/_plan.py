@@ -129,13 +129,15 @@ class Plan:
         return self._plan.shape
 
     def run(self, q, k=None, v=None, *, cache=None, sequences=None, out=None, key_lengths=None,
-            mask=None, bias=None, return_lse=False, return_weights=False, return_record=False,
-            layout="bhsd"):
+            mask=None, bias=None, query_lengths=None, return_lse=False, return_weights=False,
+            return_record=False, layout="bhsd"):
         """attention(q, k, v) of the planned shape, or of q over `cache` (append the new
         tokens first: query i sits at position length - S_q + i); over a PagedKvCache, row b of
         q belongs to sequences[b]. key_lengths, mask and bias (as attention()'s) are this
         run's: one plan serves any of them (q/k/v runs only; a cache's lengths are its own).
-        Returns like attention()."""
+        query_lengths (runs over a cache): sequence b's new queries are rows 0..n_b-1 of its
+        S_q (a ragged batch: chunked prefill and decode in one call); the other rows of out
+        are zeros. Returns like attention()."""
         check_kind("q", q)
         check_no_grad(q=q, k=k, v=v, out=out)
         s = self._plan.shape
@@ -159,16 +161,24 @@ class Plan:
                         "over a cache are not built)")
             if return_weights:
                 raise InvalidArgumentError("return_weights", "False for a run over a cache", "True")
+            ragged = None if query_lengths is None else lengths(query_lengths)
             if isinstance(cache, PagedKvCache):
                 if sequences is None:
                     raise InvalidArgumentError("sequences", "the batch's sequence ids", "None")
                 record = self._plan.run_paged(q, cache._cache, [int(i) for i in sequences],
-                                              result, lse=lse, layout=layout)
+                                              result, lse=lse, query_lengths=ragged,
+                                              layout=layout)
             else:
-                record = self._plan.run_cache(q, cache._cache, result, lse=lse, layout=layout)
+                record = self._plan.run_cache(q, cache._cache, result, lse=lse,
+                                              query_lengths=ragged, layout=layout)
         else:
             if k is None or v is None:
                 raise InvalidArgumentError("k, v", "arrays (or cache=)", "None")
+            if query_lengths is not None:
+                raise UnsupportedError(
+                    "query_lengths", "None for a run over q, k, v", "an argument",
+                    "query_lengths: expected None for a run over q, k, v, got an argument "
+                    "(per-sequence query counts are for runs over a cache)")
             weights = (empty(q, (s["batch"], s["heads_q"], s["seq_q"], s["seq_k"]), float32=True)
                        if return_weights else None)
             if return_weights:

@@ -159,30 +159,37 @@ RunRecord run_plan(const PyPlan& p, py::handle q, py::handle k, py::handle v, py
   return p.plan->run(a.q, a.k, a.v, a.out, args);
 }
 
-// q, out and lse of a run over a cache, and the lock that keeps appends out while it reads.
+// q, out, lse and query lengths of a run over a cache, and the lock that keeps appends out
+// while it reads.
 template <class Cache, class Run>
 RunRecord run_over(Cache& cache, py::handle q, py::handle out, py::handle lse,
+                   const std::optional<std::vector<std::int64_t>>& query_lengths,
                    const std::string& layout, const Run& run) {
   const Layout l = parse_layout(layout);
   const AnyConstTensor qv = input_view(inspect(q, "q"), "q", l);
   const AnyTensor ov = output_view(inspect(out, "out"), "out", l);
-  const RunArgs extra = outputs_of(lse, py::none());
+  RunArgs extra = outputs_of(lse, py::none());
+  if (query_lengths) extra.query_lengths = *query_lengths;
   py::gil_scoped_release unlocked;
   std::shared_lock reading(cache.mutex);  // appends wait; concurrent runs do not
   return run(qv, ov, extra);
 }
 
 RunRecord run_plan_cache(const PyPlan& p, py::handle q, PyKvCache& cache, py::handle out,
-                         py::handle lse, const std::string& layout) {
-  return run_over(cache, q, out, lse, layout, [&](auto& qv, auto& ov, auto& extra) {
+                         py::handle lse,
+                         const std::optional<std::vector<std::int64_t>>& query_lengths,
+                         const std::string& layout) {
+  return run_over(cache, q, out, lse, query_lengths, layout, [&](auto& qv, auto& ov, auto& extra) {
     return p.plan->run(qv, cache.cache, ov, extra);
   });
 }
 
 RunRecord run_plan_paged(const PyPlan& p, py::handle q, PyPagedKvCache& cache,
                          const std::vector<PagedKvCache::SequenceId>& sequences, py::handle out,
-                         py::handle lse, const std::string& layout) {
-  return run_over(cache, q, out, lse, layout, [&](auto& qv, auto& ov, auto& extra) {
+                         py::handle lse,
+                         const std::optional<std::vector<std::int64_t>>& query_lengths,
+                         const std::string& layout) {
+  return run_over(cache, q, out, lse, query_lengths, layout, [&](auto& qv, auto& ov, auto& extra) {
     return p.plan->run(qv, cache.cache, sequences, ov, extra);
   });
 }
@@ -278,9 +285,9 @@ void register_attention(py::module_& m) {
            py::arg("key_lengths"), py::arg("mask"), py::arg("bias"), py::arg("lse"),
            py::arg("weights"), py::arg("layout"))
       .def("run_cache", &run_plan_cache, py::arg("q"), py::arg("cache"), py::arg("out"),
-           py::arg("lse"), py::arg("layout"))
+           py::arg("lse"), py::arg("query_lengths"), py::arg("layout"))
       .def("run_paged", &run_plan_paged, py::arg("q"), py::arg("cache"), py::arg("sequences"),
-           py::arg("out"), py::arg("lse"), py::arg("layout"))
+           py::arg("out"), py::arg("lse"), py::arg("query_lengths"), py::arg("layout"))
       .def_property_readonly("shape", [](const PyPlan& p) { return shape_dict(p.plan->shape()); })
       .def_property_readonly(
           "variant", [](const PyPlan& p) { return std::string(to_string(p.plan->variant())); });

@@ -193,6 +193,11 @@ RunRecord AttentionPlan::run(const AnyConstTensor& q, const AnyConstTensor& k,
                              const RunArgs& args) const {
   const Clock::time_point start = Clock::now();
   const detail::PlanState& st = *state_;
+  if (!args.query_lengths.empty()) {
+    throw Error(ErrorKind::kUnsupported, "query_lengths", "empty for a run over q, k and v",
+                std::to_string(args.query_lengths.size()) + " lengths",
+                "per-sequence query counts are for runs over a KvCache or PagedKvCache");
+  }
   if (!args.workspace.empty()) {
     throw Error(ErrorKind::kNotImplemented, "workspace", "empty for a run over q, k and v",
                 std::to_string(args.workspace.size()) + " bytes",
@@ -237,8 +242,9 @@ RunRecord run_over_cache(const detail::PlanState& st, const AnyConstTensor& q, c
   p = detail::bind_outputs(p, out32, args, {{"q", q_range}});
   hwy::AlignedFreeUniquePtr<float[]> owned;
   float* ws = cache_workspace(st, args.workspace, owned);
-  const detail::CacheProblem cp = detail::cache_problem(st, p, kv);
+  const detail::CacheProblem cp = detail::cache_problem(st, p, kv, args.query_lengths);
   detail::cache_attention(cp, ws);
+  detail::clear_padding_rows(cp);
   staging.finish();
   return record_of(st, detail::cache_cost(cp), detail::cache_team(cp), start, path);
 }

@@ -1,5 +1,7 @@
 // The cache path of AttentionPlan::run: checks against the cache, the kernel problem, cost.
 #include <algorithm>
+#include <limits>
+#include <span>
 #include <string>
 
 #include "src/api/kv_cache_access.hpp"
@@ -55,17 +57,31 @@ void check_cache_rope(const PlanState& st, const std::optional<RotaryEmbedding>&
   }
 }
 
-// The new queries are the last S_q tokens of every sequence: a shorter sequence would put
-// rows at negative positions (they used to come out as zeros).
+// The new queries are the last S_q (or query_lengths[b]) tokens of every sequence: a shorter
+// sequence would put rows at negative positions (they used to come out as zeros).
 // `before` b `after` names sequence b's length, e.g. "cache.length(" b ")".
 void check_lengths_cover_queries(const char* before, const char* after, const std::int64_t* lengths,
-                                 std::int64_t batch, std::int64_t seq_q) {
+                                 std::int64_t batch, std::int64_t seq_q,
+                                 std::span<const std::int64_t> query_lengths) {
+  if (!query_lengths.empty() && static_cast<std::int64_t>(query_lengths.size()) != batch) {
+    fail("query_lengths.size()", str(batch) + " (one per sequence)",
+         str(static_cast<std::int64_t>(query_lengths.size())));
+  }
   for (std::int64_t b = 0; b < batch; ++b) {
-    if (lengths[b] < seq_q) {
-      fail("q.shape[2] (S_q)",
+    std::int64_t n = seq_q;
+    if (!query_lengths.empty()) {
+      n = query_lengths[static_cast<std::size_t>(b)];
+      if (n < 1 || n > seq_q) {
+        fail("query_lengths[" + str(b) + "]", "in [1, S_q = " + str(seq_q) + "]", str(n));
+      }
+    }
+    if (lengths[b] < n) {
+      const std::string name =
+          query_lengths.empty() ? "q.shape[2] (S_q)" : "query_lengths[" + str(b) + "]";
+      fail(name,
            "<= " + std::string(before) + str(b) + after + " = " + str(lengths[b]) +
-               " (the queries are the last S_q tokens of each sequence)",
-           str(seq_q), "append the new tokens' keys and values to the cache before the run");
+               " (the queries are the last tokens of each sequence)",
+           str(n), "append the new tokens' keys and values to the cache before the run");
     }
   }
 }
@@ -101,7 +117,8 @@ void check_paged_run(const PlanState& st, const PagedKvCache& cache, const Packe
   expect_cache_extent("heads_kv", c.heads_kv, s.heads_kv);
   expect_cache_extent("dim", c.dim, s.dim);
   expect_cache_extent("dim_v", c.dim_v, s.dim_v);
-  check_lengths_cover_queries("cache.length(sequences[", "])", kv.lengths, kv.batch, s.seq_q);
+  check_lengths_cover_queries("cache.length(sequences[", "])", kv.lengths, kv.batch, s.seq_q,
+                              args.query_lengths);
 }
 
 void check_cache_run(const PlanState& st, const KvCache& cache, const RunArgs& args) {
@@ -116,7 +133,7 @@ void check_cache_run(const PlanState& st, const KvCache& cache, const RunArgs& a
   expect_cache_extent("dim", c.dim, s.dim);
   expect_cache_extent("dim_v", c.dim_v, s.dim_v);
   check_lengths_cover_queries("cache.length(", ")", KvCacheAccess::packed(cache).lengths, c.batch,
-                              s.seq_q);
+                              s.seq_q, args.query_lengths);
   if (cache.mode() != KvCacheMode::kRing) return;
   if (!rule.banded) {
     for (std::int64_t b = 0; b < c.batch; ++b) {
@@ -141,8 +158,10 @@ void check_cache_run(const PlanState& st, const KvCache& cache, const RunArgs& a
   }
 }
 
-CacheProblem cache_problem(const PlanState& st, const Problem& bound, const PackedKv& kv) {
+CacheProblem cache_problem(const PlanState& st, const Problem& bound, const PackedKv& kv,
+                           std::span<const std::int64_t> query_lengths) {
   CacheProblem p;
+  p.query_lengths = query_lengths.empty() ? nullptr : query_lengths.data();
   p.q = bound.q;
   p.out = bound.out;
   p.lse = bound.lse;
@@ -161,10 +180,11 @@ CacheProblem cache_problem(const PlanState& st, const Problem& bound, const Pack
 }
 
 Cost cache_cost(const CacheProblem& p) {
-  double pairs = 0, keys_read = 0;
+  double pairs = 0, keys_read = 0, queries = 0;
   for (std::int64_t b = 0; b < p.kv.batch; ++b) {
     std::int64_t lo = p.kv.length(b), hi = 0;  // the union of the rows' ranges
-    for (std::int64_t i = 0; i < p.seq_q(); ++i) {
+    queries += static_cast<double>(p.seq_q(b));
+    for (std::int64_t i = 0; i < p.seq_q(b); ++i) {
       const std::int64_t pos = p.position(b, i);
       const CacheKeyRange r = VisibleKeys(p, b, pos);
       std::int64_t seen = std::max<std::int64_t>(r.hi - r.lo, 0);
@@ -191,10 +211,22 @@ Cost cache_cost(const CacheProblem& p) {
   // kernel reads and writes them (fp32).
   const double kv_bytes = static_cast<double>(dtype_size(p.kv.dtype));
   const double scales = p.kv.dtype == DType::kI8 ? 8.0 : 0.0;
-  c.bytes =
-      keys_read * static_cast<double>(p.kv.heads_kv) * (kv_bytes * (d + dv) + scales) +
-      4.0 * static_cast<double>(p.kv.batch) * heads_q * static_cast<double>(p.seq_q()) * (d + dv);
+  c.bytes = keys_read * static_cast<double>(p.kv.heads_kv) * (kv_bytes * (d + dv) + scales) +
+            4.0 * queries * heads_q * (d + dv);
   return c;
+}
+
+void clear_padding_rows(const CacheProblem& p) {
+  if (p.query_lengths == nullptr) return;
+  const std::int64_t heads = p.out.shape[1], dim_v = p.out.shape[3];
+  for (std::int64_t b = 0; b < p.kv.batch; ++b) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t i = p.seq_q(b); i < p.seq_q(); ++i) {
+        for (std::int64_t d = 0; d < dim_v; ++d) p.out.at(b, h, i, d) = 0.0f;
+        if (p.lse) p.lse->at(b, h, i, 0) = -std::numeric_limits<float>::infinity();
+      }
+    }
+  }
 }
 
 int cache_team(const CacheProblem& p) {

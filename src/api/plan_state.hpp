@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,14 @@ void check_cache_run(const PlanState& st, const KvCache& cache, const RunArgs& a
 void check_paged_run(const PlanState& st, const PagedKvCache& cache, const PackedKv& kv,
                      const RunArgs& args);
 
-// The kernel's problem for bound q/out (and lse) over the packed cache.
-CacheProblem cache_problem(const PlanState& st, const Problem& bound, const PackedKv& kv);
+// The kernel's problem for bound q/out (and lse) over the packed cache; query_lengths as
+// RunArgs::query_lengths (checked).
+CacheProblem cache_problem(const PlanState& st, const Problem& bound, const PackedKv& kv,
+                           std::span<const std::int64_t> query_lengths);
+
+// Writes the padding rows of a ragged run (rows past each sequence's query count): out zeros,
+// lse -inf.
+void clear_padding_rows(const CacheProblem& p);
 
 // FLOPs (2·(D + D_v) per visible pair) and bytes (the K/V the rows' ranges reach, q, out).
 Cost cache_cost(const CacheProblem& p);

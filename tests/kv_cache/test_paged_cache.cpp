@@ -130,6 +130,59 @@ TEST(PagedCache, ABatchEqualsEachSequenceAloneOnEveryTarget) {
   });
 }
 
+// A ragged batch (chunked prefill and decode in one call): sequence b's query_lengths[b] new
+// queries are rows 0.. of its S_q; each equals the sequence alone with that many queries, and
+// the padding rows are zeros with lse -inf.
+void check_ragged(const Setup& s, const std::vector<std::int64_t>& lengths,
+                  const std::vector<std::int64_t>& query_lengths) {
+  const auto batch = static_cast<std::int64_t>(lengths.size());
+  const std::int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  CacheSequence seq(batch, s.heads_q, s.heads_kv, longest, s.dim, s.dim_v, 67);
+  PagedKvCache pool({s.heads_kv, s.dim, s.dim_v, 64, s.dtype, s.rope});
+  std::vector<SequenceId> ids;
+  OwnedTensor q = make_zeros(batch, s.heads_q, s.seq_q, s.dim, testing::Layout::kBSHD);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    ids.push_back(pool.add());
+    pool.append(ids.back(), CacheSequence::rows(seq.k, b, 0, lengths[b]),
+                CacheSequence::rows(seq.v, b, 0, lengths[b]));
+    const OwnedTensor qb = queries(seq, b, lengths[b], query_lengths[b]);
+    for (std::int64_t h = 0; h < s.heads_q; ++h)
+      for (std::int64_t i = 0; i < query_lengths[b]; ++i)
+        for (std::int64_t d = 0; d < s.dim; ++d) q.view.at(b, h, i, d) = qb.view.at(0, h, i, d);
+  }
+  const AttentionPlan plan =
+      make_plan(paged_shape(pool.shape(), batch, s.heads_q, s.seq_q, 1024), options_of(s));
+  OwnedTensor out = make_zeros(batch, s.heads_q, s.seq_q, s.dim_v, testing::Layout::kBHSD, 2);
+  std::fill(out.storage.begin(), out.storage.end(), 9.0f);
+  OwnedTensor lse = make_zeros(batch, s.heads_q, s.seq_q, 1);
+  plan.run(q.cview(), pool, ids, out.view, {.query_lengths = query_lengths, .lse = lse.view});
+  for (std::int64_t b = 0; b < batch; ++b) {
+    Setup one = s;
+    one.seq_q = query_lengths[b];
+    const OwnedTensor want = alone(one, seq, b, lengths[b]);
+    const double err = max_relative(out.view, b, want.view);
+    testing::worst_error.add(err);
+    EXPECT_LE(err, 1e-6) << "sequence " << b << " with " << query_lengths[b] << " queries";
+    for (std::int64_t h = 0; h < s.heads_q; ++h) {
+      for (std::int64_t i = query_lengths[b]; i < s.seq_q; ++i) {
+        EXPECT_EQ(lse.view.at(b, h, i, 0), -std::numeric_limits<float>::infinity());
+        for (std::int64_t d = 0; d < s.dim_v; ++d) ASSERT_EQ(out.view.at(b, h, i, d), 0.0f);
+      }
+    }
+  }
+}
+
+TEST(PagedCache, RaggedQueriesEqualEachSequenceAloneOnEveryTarget) {
+  for_each_target([] {
+    for (const DType dtype : {DType::kF32, DType::kBF16, DType::kI8}) {
+      SCOPED_TRACE(std::string(to_string(dtype)));
+      check_ragged({8, 2, 64, 64, 5, dtype}, {300, 17, 64, 129}, {5, 1, 3, 1});
+      check_ragged({3, 3, 17, 80, 4, dtype, SlidingWindowSpec{40, 0, {}}}, {3, 200}, {3, 4});
+      check_ragged({4, 2, 32, 32, 6, dtype, DenseSpec{}, true, RotaryEmbedding{}}, {66, 9}, {1, 6});
+    }
+  });
+}
+
 // 2-head, D = 8 tokens of value `x` everywhere. Keys of zeros make every score equal, so out
 // is the mean of the values.
 struct Tokens {
@@ -286,6 +339,27 @@ TEST(PagedCache, BadArgumentsAreErrorsThatChangeNothing) {
     EXPECT_NE(std::string(e.what()).find("cache.length(sequences[0]) = 0"), std::string::npos)
         << e.what();
   }
+  // Ragged query counts: one per sequence, each in [1, S_q] and within its sequence.
+  const std::vector<SequenceId> just_a = {a};
+  const AttentionPlan three = make_plan(paged_shape(pool.shape(), 1, 2, 1, 192), {});
+  for (const auto& [counts, argument] :
+       {std::pair{std::vector<std::int64_t>{1, 1}, "query_lengths.size()"},
+        std::pair{std::vector<std::int64_t>{0}, "query_lengths[0]"},
+        std::pair{std::vector<std::int64_t>{2}, "query_lengths[0]"}}) {
+    expect_error(
+        [&] {
+          three.run(bhsd<const float>(q.data(), 1, 2, 1, 8), pool, just_a,
+                    bhsd(out.data(), 1, 2, 1, 8), {.query_lengths = counts});
+        },
+        argument);
+  }
+  const std::vector<std::int64_t> longer = {1};
+  expect_error(
+      [&] {
+        single.run(bhsd<const float>(q.data(), 1, 2, 1, 8), pool, empties,
+                   bhsd(out.data(), 1, 2, 1, 8), {.query_lengths = longer});
+      },
+      "query_lengths[0]");
   // No sequence can outgrow the pool (3 blocks of 64), so neither can the plan's S_k.
   const AttentionPlan too_long = make_plan(paged_shape(pool.shape(), 1, 2, 1, 193), {});
   expect_error(

@@ -167,3 +167,30 @@ def test_a_paged_batch_equals_each_sequence_alone(rng, dtype):
     with pytest.raises(ValueError, match="k.shape\\[2\\]"):
         pool.append(ids[0], randn(rng, 1, h_kv, 2000, d), randn(rng, 1, h_kv, 2000, d))
     assert pool.length(ids[0]) == 1
+
+
+def test_paged_ragged_batch_equals_each_sequence_alone(rng):
+    h, h_kv, d, s_q = 4, 2, 16, 3
+    k = [randn(rng, 1, h_kv, n, d) for n in (40, 5, 90)]
+    v = [randn(rng, 1, h_kv, n, d) for n in (40, 5, 90)]
+    pool = seqattn.PagedKvCache(h_kv, d, blocks=8)
+    ids = []
+    for kb, vb in zip(k, v):
+        ids.append(pool.add())
+        pool.append(ids[-1], kb, vb)
+    counts = [3, 1, 2]
+    q = randn(rng, 3, h, s_q, d)
+    p = seqattn.plan(cache=pool, batch=3, heads_q=h, seq_q=s_q, max_length=128, causal=True)
+    out = p.run(q, cache=pool, sequences=ids, query_lengths=counts)
+    for b, n in enumerate(counts):
+        cache = seqattn.KvCache(1, h_kv, k[b].shape[2], d)
+        cache.append(k[b], v[b])
+        want = seqattn.plan(cache=cache, heads_q=h, seq_q=n, causal=True).run(
+            q[b:b + 1, :, :n], cache=cache)
+        np.testing.assert_allclose(out[b:b + 1, :, :n], want, atol=1e-6, rtol=0)
+        assert (out[b, :, n:] == 0).all()
+    with pytest.raises(seqattn.InvalidArgumentError, match="'query_lengths\\[1\\]'"):
+        p.run(q, cache=pool, sequences=ids, query_lengths=[3, 6, 2])
+    with pytest.raises(seqattn.UnsupportedError, match="^query_lengths"):
+        seqattn.plan(heads_q=h, seq_q=2, seq_k=2, dim=d)(q[:1, :, :2], q[:1, :, :2], q[:1, :, :2],
+                                                         query_lengths=[1])

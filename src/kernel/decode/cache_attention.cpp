@@ -60,23 +60,23 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
   const bool merge = split.chunk_keys != 0;
   const std::int64_t tiles = p.kv.batch * p.kv.heads_kv * split.row_tiles;
   const std::int64_t items = tiles * split.chunks;
-  const std::int64_t rows = p.group * p.seq_q();
   const CacheScratchLayout layout(split.row_tile, p.kv.dim, p.kv.dv_pad);
   const CachePartialLayout part(split.row_tile, p.kv.dv_pad);
   float* partials = workspace + p.threads * layout.total;
-  // The (b, hk, first row, rows) of a tile.
+  // The (b, hk, first row, rows) of a tile: sequence b has group · S_q(b) rows per kv head, so
+  // a tile past a ragged sequence's rows has none (n <= 0).
   auto tile_rows = [&](std::int64_t tile, std::int64_t& b, std::int64_t& hk, std::int64_t& r0) {
     const std::int64_t pair = tile / split.row_tiles;
     b = pair / p.kv.heads_kv;
     hk = pair % p.kv.heads_kv;
     r0 = tile % split.row_tiles * split.row_tile;
-    return std::min(split.row_tile, rows - r0);
+    return std::min(split.row_tile, p.group * p.seq_q(b) - r0);
   };
   auto item = [&](CacheWorker<Ops, Elem>& worker, std::int64_t it) {
     const std::int64_t tile = it / split.chunks, c = it % split.chunks;
     std::int64_t b, hk, r0;
     const std::int64_t n = tile_rows(tile, b, hk, r0);
-    if (c >= ChunksOf(p, b)) return;  // past the sequence's keys
+    if (n <= 0 || c >= ChunksOf(p, b)) return;  // past the sequence's rows or keys
     const CacheKeyRange keys = KeysOfChunk(p, b, c);
     worker.run(b, hk, r0, n, keys.lo, keys.hi);
     if (merge) {
@@ -91,6 +91,7 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
     float* acc = workspace + omp_get_thread_num() * layout.total + layout.o;
     std::int64_t b, hk, r0;
     const std::int64_t n = tile_rows(tile, b, hk, r0);
+    if (n <= 0) return;
     worker.bind_rows(b, hk, r0, n);
     MergeChunks(p, worker, partials + tile * split.chunks * part.total, ChunksOf(p, b), n, acc);
   };

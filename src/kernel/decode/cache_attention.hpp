@@ -52,9 +52,19 @@ struct CacheProblem {
   // RoPE (queries rotated at offset + position; the keys were rotated on append) and ALiBi.
   const PositionalTables* positional = nullptr;
 
+  // Ragged batches (chunked prefill and decode in one call): sequence b has query_lengths[b]
+  // new queries, rows 0.. of its S_q; null = S_q each. Rows past a sequence's count are
+  // padding the kernel never visits.
+  const std::int64_t* query_lengths = nullptr;
+
   std::int64_t seq_q() const { return q.shape[2]; }
-  // Absolute position of new query i of sequence b: the queries are the last S_q tokens.
-  std::int64_t position(std::int64_t b, std::int64_t i) const { return kv.length(b) - seq_q() + i; }
+  std::int64_t seq_q(std::int64_t b) const {
+    return query_lengths != nullptr ? query_lengths[b] : seq_q();
+  }
+  // Absolute position of new query i of sequence b: its queries are its last tokens.
+  std::int64_t position(std::int64_t b, std::int64_t i) const {
+    return kv.length(b) - seq_q(b) + i;
+  }
   bool is_global(std::int64_t j) const {
     return std::binary_search(globals->begin(), globals->end(), j);
   }
