@@ -1,7 +1,7 @@
 // Plan → execute: everything attend() would rebuild per call (validation of the options, the
 // variant choice, block structure, FAVOR+ and Linformer matrices, the decode split) is done
 // once by make_plan(); AttentionPlan::run() then checks only what can differ between calls
-// (pointers, strides, overlap) and runs.
+// (pointers, strides, overlap, and the RunArgs: key lengths, masks, query counts) and runs.
 #pragma once
 
 #include <cstddef>
@@ -75,7 +75,7 @@ class AttentionPlan {
  public:
   // Scratch a run over a KvCache or PagedKvCache needs (RunArgs::workspace). With a caller's
   // workspace, a steady decode loop over a float32 q and out allocates nothing on the heap
-  // (tests/api/test_steady_decode_alloc.cpp counts).
+  // (tests/kv_cache/test_steady_alloc.cpp counts).
   std::size_t workspace_bytes() const;
 
   // Attention over q, k, v (shapes as planned; any strides; out must not overlap an input).
@@ -87,7 +87,8 @@ class AttentionPlan {
                 const AnyTensor& out, const RunArgs& args = {}) const;
 
   // S_q new queries over the tokens in `cache` (append the new tokens first): query i of
-  // sequence b sits at position length(b) - S_q + i, and causal masks, windows and global
+  // sequence b sits at position length(b) - S_q + i (length(b) - query_lengths[b] + i when
+  // RunArgs::query_lengths is given), and causal masks, windows and global
   // tokens are taken at those positions. Dense and sliding window only; lse may be asked.
   // q and out may be float, bfloat16 or float16; the cache is read in its own dtype.
   RunRecord run(const AnyConstTensor& q, const KvCache& cache, const AnyTensor& out,

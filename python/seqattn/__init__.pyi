@@ -147,6 +147,7 @@ class Plan:
         return_record: bool = ...,
         layout: Layout = ...,
     ) -> Any: ...
+    __call__ = run
 
 def plan(
     *,

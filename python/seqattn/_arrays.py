@@ -110,13 +110,13 @@ def integer(name, x, lo=None, hi=None):
     return x
 
 
-def lengths(key_lengths):
-    if key_lengths is None:
+def lengths(values, name="key_lengths"):
+    if values is None:
         return []
-    if is_torch(key_lengths):
-        key_lengths = key_lengths.tolist()
-    flat = np.asarray(key_lengths, dtype=object).reshape(-1)
-    return [integer(f"key_lengths[{i}]", x, -2**63, 2**63 - 1) for i, x in enumerate(flat)]
+    if is_torch(values):
+        values = values.tolist()
+    flat = np.asarray(values, dtype=object).reshape(-1)
+    return [integer(f"{name}[{i}]", x, -2**63, 2**63 - 1) for i, x in enumerate(flat)]
 
 
 def is_bool(m):

@@ -132,7 +132,7 @@ class Plan:
             mask=None, bias=None, query_lengths=None, return_lse=False, return_weights=False,
             return_record=False, layout="bhsd"):
         """attention(q, k, v) of the planned shape, or of q over `cache` (append the new
-        tokens first: query i sits at position length - S_q + i); over a PagedKvCache, row b of
+        tokens first: query i sits at position length - S_q + i, or length - query_lengths[b] + i); over a PagedKvCache, row b of
         q belongs to sequences[b]. key_lengths, mask and bias (as attention()'s) are this
         run's: one plan serves any of them (q/k/v runs only; a cache's lengths are its own).
         query_lengths (runs over a cache): sequence b's new queries are rows 0..n_b-1 of its
@@ -161,7 +161,7 @@ class Plan:
                         "over a cache are not built)")
             if return_weights:
                 raise InvalidArgumentError("return_weights", "False for a run over a cache", "True")
-            ragged = None if query_lengths is None else lengths(query_lengths)
+            ragged = None if query_lengths is None else lengths(query_lengths, "query_lengths")
             if isinstance(cache, PagedKvCache):
                 if sequences is None:
                     raise InvalidArgumentError("sequences", "the batch's sequence ids", "None")

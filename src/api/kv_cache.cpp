@@ -34,12 +34,18 @@ struct KvCache::Impl {
   std::vector<std::int64_t> lengths;
   std::optional<detail::RopeTables> rope;  // frequencies only (shape.rope, validated)
   // An append's fp32 rows (one per (batch, kv head) pair: pairs pack in parallel) and int8
-  // scales. Grown, never shrunk: a steady decode loop's appends allocate nothing after the
-  // first. Appends are not concurrent (KvCache::append is not const).
+  // scales. Kept between appends, so a steady decode loop's appends allocate nothing after the
+  // first; released after an append that needed more than kKeptScratch floats (a long prefill's
+  // int8 scales), so one large append does not hold its scratch for the cache's life.
+  // Appends are not concurrent (KvCache::append is not const).
+  static constexpr std::size_t kKeptScratch = std::size_t{1} << 20;  // 4 MiB
   std::vector<float> scratch;
   float* scratch_floats(std::size_t floats) {
     if (scratch.size() < floats) scratch.resize(floats);
     return scratch.data();
+  }
+  void trim_scratch() {
+    if (scratch.size() > kKeptScratch) std::vector<float>().swap(scratch);
   }
 
   template <class T>
@@ -127,6 +133,7 @@ void KvCache::Impl::pack(const AnyConstTensor& k, const AnyConstTensor& v, std::
       using Src = decltype(src);
       pack_int8<Src>(k.as<Src>(), v.as<Src>(), first_batch, batches);
     });
+    trim_scratch();
     return;
   }
   detail::visit_element(k.dtype, [&](auto src) {
@@ -135,6 +142,7 @@ void KvCache::Impl::pack(const AnyConstTensor& k, const AnyConstTensor& v, std::
       pack_typed<Src, decltype(dst)>(k.as<Src>(), v.as<Src>(), first_batch, batches);
     });
   });
+  trim_scratch();
 }
 
 namespace {

@@ -56,7 +56,8 @@ void plan_cache_path(detail::PlanState& st) {
       round64(4 * detail::cache_workspace_floats(st.split, s.batch, s.heads_kv, s.dim, s.dim_v,
                                                  st.planned.threads));
   // A paged batch's lengths and block tables, gathered for the kernel (PagedView).
-  const std::size_t table_width = static_cast<std::size_t>((s.seq_k + 63) / 64);
+  const std::size_t table_width =
+      static_cast<std::size_t>((s.seq_k + detail::kKvBlock - 1) / detail::kKvBlock);
   st.paged_table_bytes = round64(8 * static_cast<std::size_t>(s.batch) * (1 + table_width));
 }
 

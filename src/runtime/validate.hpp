@@ -102,7 +102,8 @@ Problem bind_outputs(const Problem& bound_inputs, const Tensor& out, const RunAr
 Problem bind_problem(const Problem& planned, const ConstTensor& q, const ConstTensor& k,
                      const ConstTensor& v, const Tensor& out, const RunArgs& args);
 
-// shape_of + plan_problem + bind_problem in one call (for one-shot entry points).
+// shape_of + plan_problem + bind_problem in one call (for one-shot entry points). The problem's
+// mask views options' key lengths and masks: options must outlive it.
 Problem validate_problem(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
                          const Tensor& out, const AttentionOptions& options);
 

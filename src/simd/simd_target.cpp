@@ -31,7 +31,9 @@ std::string dispatched_target_name() { return dispatched_target_cstr(); }
 
 std::string_view interned_name(std::initializer_list<std::string_view> parts) {
   static std::mutex mutex;
-  static std::list<std::string> names;  // nodes never move: views of them stay valid
+  // Nodes never move and the list is never destroyed: views of it stay valid for the whole
+  // process, static destruction included.
+  static auto* const names = new std::list<std::string>;
   auto equals = [&](const std::string& name) {
     std::string_view rest = name;
     for (const std::string_view part : parts) {
@@ -41,10 +43,10 @@ std::string_view interned_name(std::initializer_list<std::string_view> parts) {
     return rest.empty();
   };
   const std::lock_guard<std::mutex> lock(mutex);
-  for (const std::string& name : names) {
+  for (const std::string& name : *names) {
     if (equals(name)) return name;
   }
-  std::string& name = names.emplace_back();
+  std::string& name = names->emplace_back();
   for (const std::string_view part : parts) name += part;
   return name;
 }

@@ -140,11 +140,15 @@ void check_ragged(const Setup& s, const std::vector<std::int64_t>& lengths,
   CacheSequence seq(batch, s.heads_q, s.heads_kv, longest, s.dim, s.dim_v, 67);
   PagedKvCache pool({s.heads_kv, s.dim, s.dim_v, 64, s.dtype, s.rope});
   std::vector<SequenceId> ids;
+  // Padding rows of q are NaN: a kernel that read them would spread NaN into the sequence.
   OwnedTensor q = make_zeros(batch, s.heads_q, s.seq_q, s.dim, testing::Layout::kBSHD);
+  std::fill(q.storage.begin(), q.storage.end(), std::numeric_limits<float>::quiet_NaN());
+  KvCache contiguous({batch, s.heads_kv, longest, s.dim, s.dim_v, s.dtype, s.rope});
   for (std::int64_t b = 0; b < batch; ++b) {
     ids.push_back(pool.add());
     pool.append(ids.back(), CacheSequence::rows(seq.k, b, 0, lengths[b]),
                 CacheSequence::rows(seq.v, b, 0, lengths[b]));
+    seq.append(contiguous, b, 0, lengths[b]);
     const OwnedTensor qb = queries(seq, b, lengths[b], query_lengths[b]);
     for (std::int64_t h = 0; h < s.heads_q; ++h)
       for (std::int64_t i = 0; i < query_lengths[b]; ++i)
@@ -156,13 +160,20 @@ void check_ragged(const Setup& s, const std::vector<std::int64_t>& lengths,
   std::fill(out.storage.begin(), out.storage.end(), 9.0f);
   OwnedTensor lse = make_zeros(batch, s.heads_q, s.seq_q, 1);
   plan.run(q.cview(), pool, ids, out.view, {.query_lengths = query_lengths, .lse = lse.view});
+  // The same ragged batch over a KvCache (the same kernel, the contiguous layout).
+  OwnedTensor over_cache = make_zeros(batch, s.heads_q, s.seq_q, s.dim_v);
+  make_plan(cache_shape(contiguous.shape(), s.heads_q, s.seq_q), options_of(s))
+      .run(q.cview(), contiguous, over_cache.view, {.query_lengths = query_lengths});
   for (std::int64_t b = 0; b < batch; ++b) {
     Setup one = s;
     one.seq_q = query_lengths[b];
     const OwnedTensor want = alone(one, seq, b, lengths[b]);
-    const double err = max_relative(out.view, b, want.view);
-    testing::worst_error.add(err);
-    EXPECT_LE(err, 1e-6) << "sequence " << b << " with " << query_lengths[b] << " queries";
+    for (const Tensor& got : {out.view, over_cache.view}) {
+      const double err = max_relative(got, b, want.view);
+      testing::worst_error.add(err);
+      EXPECT_LE(err, 1e-6) << "sequence " << b << " with " << query_lengths[b] << " queries, "
+                           << (got.data == out.view.data ? "paged" : "KvCache");
+    }
     for (std::int64_t h = 0; h < s.heads_q; ++h) {
       for (std::int64_t i = query_lengths[b]; i < s.seq_q; ++i) {
         EXPECT_EQ(lse.view.at(b, h, i, 0), -std::numeric_limits<float>::infinity());

@@ -3,6 +3,7 @@
 // q/k/v run refuses a workspace it would not use.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -57,6 +58,46 @@ TEST(RunArgs, OnePlanServesAnyKeyLengths) {
       const RunRecord a = attend(q.cview(), k.cview(), v.cview(), by_attend.view, once);
       EXPECT_TRUE(same_bits(by_plan, by_attend));
       EXPECT_EQ(r.flops, a.flops);  // the record counts this run's keys, as attend()'s does
+    }
+  }
+}
+
+// Independently of attend(): dense with key lengths L_b equals dense over keys 0..L_b-1 only, for
+// each of several length sets run through one plan.
+TEST(RunArgs, KeyLengthsEqualTruncatedKeys) {
+  const OwnedTensor q = make_tensor(kB, kHq, kS, kD, testing::Layout::kBSHD, 11);
+  const OwnedTensor k = make_tensor(kB, kHkv, kS, kD, testing::Layout::kBHSD, 12);
+  const OwnedTensor v = make_tensor(kB, kHkv, kS, kD, testing::Layout::kBHSD, 13);
+  const AttentionPlan plan = make_plan({kB, kHq, kHkv, kS, kS, kD, kD}, {});
+  OwnedTensor full = make_zeros(kB, kHq, kS, kD);
+  plan.run(q.cview(), k.cview(), v.cview(), full.view);
+  for (const std::vector<std::int64_t>& lengths :
+       {std::vector<std::int64_t>{70, 1, 33}, std::vector<std::int64_t>{9, 64, 2}}) {
+    OwnedTensor out = make_zeros(kB, kHq, kS, kD);
+    plan.run(q.cview(), k.cview(), v.cview(), out.view, {.key_lengths = lengths});
+    for (std::int64_t b = 0; b < kB; ++b) {
+      const std::int64_t n = lengths[static_cast<std::size_t>(b)];
+      auto rows = [&](const OwnedTensor& t, std::int64_t count) {
+        ConstTensor view = t.view;
+        view.data = t.view.ptr(b, 0, 0);
+        view.shape = {1, view.shape[1], count, view.shape[3]};
+        return view;
+      };
+      OwnedTensor want = make_zeros(1, kHq, kS, kD);
+      attend(rows(q, kS), rows(k, n), rows(v, n), want.view);
+      double err = 0, differs = 0;
+      for (std::int64_t h = 0; h < kHq; ++h)
+        for (std::int64_t i = 0; i < kS; ++i)
+          for (std::int64_t d = 0; d < kD; ++d) {
+            err =
+                std::max<double>(err, std::abs(out.view.at(b, h, i, d) - want.view.at(0, h, i, d)));
+            differs = std::max<double>(
+                differs, std::abs(out.view.at(b, h, i, d) - full.view.at(b, h, i, d)));
+          }
+      EXPECT_LE(err, 1e-6) << "batch " << b << ", " << n << " keys";
+      if (n < kS) {
+        EXPECT_GT(differs, 1e-3) << "batch " << b << ": the lengths changed nothing";
+      }
     }
   }
 }

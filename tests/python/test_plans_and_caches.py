@@ -31,22 +31,22 @@ def test_one_plan_serves_any_mask_and_key_lengths(rng):
         np.testing.assert_allclose(p(q, q, q, mask=keep), reference(q, q, q, keep=keep),
                                    atol=2e-6)
     for lengths in ([6, 2], [1, 5]):
-        want = seqattn.attention(q, q, q, key_lengths=lengths)
-        np.testing.assert_array_equal(p(q, q, q, key_lengths=lengths), want)
+        np.testing.assert_allclose(p(q, q, q, key_lengths=lengths),
+                                   reference(q, q, q, key_lengths=lengths), atol=2e-6)
     bias = rng.standard_normal((1, 1, 6, 6)).astype(np.float32)
-    np.testing.assert_array_equal(p(q, q, q, bias=bias), seqattn.attention(q, q, q, bias=bias))
+    np.testing.assert_allclose(p(q, q, q, bias=bias), reference(q, q, q, bias=bias), atol=2e-6)
 
 
 def test_cache_run_refuses_per_call_masks(rng):
+    """The wrapper refuses them (the C++ refusal is tested in test_kv_cache_errors.cpp)."""
     cache = seqattn.KvCache(1, 1, 8, 8)
     x = randn(rng, 1, 1, 2, 8)
     cache.append(x, x)
     p = seqattn.plan(cache=cache, heads_q=1, seq_q=1)
-    out = np.full((1, 1, 1, 8), 7.0, np.float32)
-    for name, value in (("key_lengths", [1]), ("mask", np.ones((1, 1, 1, 2), bool))):
+    for name, value in (("key_lengths", [1]), ("mask", np.ones((1, 1, 1, 2), bool)),
+                        ("bias", np.zeros((1, 1, 1, 2), np.float32))):
         with pytest.raises(seqattn.UnsupportedError, match=f"^{name}: "):
-            p.run(x[:, :, :1], cache=cache, out=out, **{name: value})
-    assert (out == 7.0).all()
+            p.run(x[:, :, :1], cache=cache, **{name: value})
 
 
 def test_plan_refuses_per_call_options():
@@ -181,14 +181,16 @@ def test_paged_ragged_batch_equals_each_sequence_alone(rng):
     counts = [3, 1, 2]
     q = randn(rng, 3, h, s_q, d)
     p = seqattn.plan(cache=pool, batch=3, heads_q=h, seq_q=s_q, max_length=128, causal=True)
-    out = p.run(q, cache=pool, sequences=ids, query_lengths=counts)
+    out = np.full((3, h, s_q, d), np.nan, np.float32)
+    _, lse = p.run(q, cache=pool, sequences=ids, query_lengths=counts, out=out, return_lse=True)
     for b, n in enumerate(counts):
         cache = seqattn.KvCache(1, h_kv, k[b].shape[2], d)
         cache.append(k[b], v[b])
         want = seqattn.plan(cache=cache, heads_q=h, seq_q=n, causal=True).run(
             q[b:b + 1, :, :n], cache=cache)
         np.testing.assert_allclose(out[b:b + 1, :, :n], want, atol=1e-6, rtol=0)
-        assert (out[b, :, n:] == 0).all()
+        assert (out[b, :, n:] == 0).all() and (lse[b, :, n:] == -np.inf).all()
+        assert np.isfinite(lse[b, :, :n]).all()
     with pytest.raises(seqattn.InvalidArgumentError, match="'query_lengths\\[1\\]'"):
         p.run(q, cache=pool, sequences=ids, query_lengths=[3, 6, 2])
     with pytest.raises(seqattn.UnsupportedError, match="^query_lengths"):

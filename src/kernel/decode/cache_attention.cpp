@@ -85,10 +85,12 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
       worker.store_out();
     }
   };
-  // The thread's output accumulator region is free once its items are done (the workspace is
-  // the caller's: a run allocates nothing).
-  auto merge_tile = [&](CacheWorker<Ops, Elem>& worker, std::int64_t tile) {
-    float* acc = workspace + omp_get_thread_num() * layout.total + layout.o;
+  // `thread`'s output accumulator region is free once its items are done (the workspace is
+  // the caller's: a run allocates nothing). The index is passed, not asked of OpenMP: the
+  // one-thread path runs outside our region, maybe inside a caller's, where
+  // omp_get_thread_num() is the caller's thread number, not 0.
+  auto merge_tile = [&](CacheWorker<Ops, Elem>& worker, int thread, std::int64_t tile) {
+    float* acc = workspace + thread * layout.total + layout.o;
     std::int64_t b, hk, r0;
     const std::int64_t n = tile_rows(tile, b, hk, r0);
     if (n <= 0) return;
@@ -103,18 +105,19 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
     CacheWorker<Ops, Elem> worker(p, workspace);
     for (std::int64_t it = 0; it < items; ++it) item(worker, it);
     if (merge) {
-      for (std::int64_t tile = 0; tile < tiles; ++tile) merge_tile(worker, tile);
+      for (std::int64_t tile = 0; tile < tiles; ++tile) merge_tile(worker, 0, tile);
     }
     return;
   }
 #pragma omp parallel num_threads(team)
   {
-    CacheWorker<Ops, Elem> worker(p, workspace + omp_get_thread_num() * layout.total);
+    const int thread = omp_get_thread_num();
+    CacheWorker<Ops, Elem> worker(p, workspace + thread * layout.total);
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t it = 0; it < items; ++it) item(worker, it);
     if (merge) {
 #pragma omp for schedule(static)
-      for (std::int64_t tile = 0; tile < tiles; ++tile) merge_tile(worker, tile);
+      for (std::int64_t tile = 0; tile < tiles; ++tile) merge_tile(worker, thread, tile);
     }
   }
 }
