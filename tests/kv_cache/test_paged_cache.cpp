@@ -353,16 +353,17 @@ TEST(PagedCache, BadArgumentsAreErrorsThatChangeNothing) {
   // Ragged query counts: one per sequence, each in [1, S_q] and within its sequence.
   const std::vector<SequenceId> just_a = {a};
   const AttentionPlan three = make_plan(paged_shape(pool.shape(), 1, 2, 1, 192), {});
-  for (const auto& [counts, argument] :
-       {std::pair{std::vector<std::int64_t>{1, 1}, "query_lengths.size()"},
-        std::pair{std::vector<std::int64_t>{0}, "query_lengths[0]"},
-        std::pair{std::vector<std::int64_t>{2}, "query_lengths[0]"}}) {
+  // (No structured binding: clang 14 cannot capture one in a lambda.)
+  for (const auto& bad : {std::pair{std::vector<std::int64_t>{1, 1}, "query_lengths.size()"},
+                          std::pair{std::vector<std::int64_t>{0}, "query_lengths[0]"},
+                          std::pair{std::vector<std::int64_t>{2}, "query_lengths[0]"}}) {
+    const std::vector<std::int64_t>& counts = bad.first;
     expect_error(
         [&] {
           three.run(bhsd<const float>(q.data(), 1, 2, 1, 8), pool, just_a,
                     bhsd(out.data(), 1, 2, 1, 8), {.query_lengths = counts});
         },
-        argument);
+        bad.second);
   }
   const std::vector<std::int64_t> longer = {1};
   expect_error(
