@@ -90,14 +90,7 @@ Tensor F32Staging::output(const AnyTensor& out, const std::array<std::int64_t, 4
   const ByteRange ro = bind_any("out", out, planned);
   check_no_self_overlap("out", out.shape, out.strides);
   NamedRanges others = ranges_;
-  if (args.keep) {
-    const auto& m = *args.keep;
-    others.add("mask.keep", check_view("mask.keep", m.data, m.shape, m.strides, 1));
-  }
-  if (args.bias) {
-    const auto& m = *args.bias;
-    others.add("mask.bias", check_view("mask.bias", m.data, m.shape, m.strides, sizeof(float)));
-  }
+  add_mask_ranges(others, args.keep, args.bias);
   check_output_disjoint("out", ro, others);
   others.add("out", ro);
   if (args.weights) {

@@ -61,6 +61,16 @@ void NamedRanges::add(const char* name, const ByteRange& range) {
   items_[size_++] = {name, range};
 }
 
+void add_mask_ranges(NamedRanges& ranges, const std::optional<TensorView<const std::uint8_t>>& keep,
+                     const std::optional<ConstTensor>& bias) {
+  if (keep)
+    ranges.add("mask.keep", check_view("mask.keep", keep->data, keep->shape, keep->strides, 1));
+  if (bias) {
+    ranges.add("mask.bias",
+               check_view("mask.bias", bias->data, bias->shape, bias->strides, sizeof(float)));
+  }
+}
+
 void check_output_disjoint(const std::string& name, const ByteRange& range,
                            const NamedRanges& others) {
   for (const auto& [other, r] : others) {
@@ -286,14 +296,7 @@ Problem bind_outputs(const Problem& bound_inputs, const Tensor& out, const RunAr
   Problem p = bound_inputs;
   const ByteRange ro = bind_view("out", out, p.out.shape);
   check_no_self_overlap("out", out.shape, out.strides);
-  if (p.mask.keep) {
-    const auto& m = *p.mask.keep;
-    inputs.add("mask.keep", check_view("mask.keep", m.data, m.shape, m.strides, 1));
-  }
-  if (p.mask.bias) {
-    const auto& m = *p.mask.bias;
-    inputs.add("mask.bias", check_view("mask.bias", m.data, m.shape, m.strides, sizeof(float)));
-  }
+  add_mask_ranges(inputs, p.mask.keep, p.mask.bias);
   check_output_disjoint("out", ro, inputs);
   inputs.add("out", ro);
   p.out = out;

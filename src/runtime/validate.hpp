@@ -55,6 +55,10 @@ class NamedRanges {
   std::size_t size_ = 0;
 };
 
+// Adds the byte ranges of a run's keep mask and bias (checked views) to `ranges`.
+void add_mask_ranges(NamedRanges& ranges, const std::optional<TensorView<const std::uint8_t>>& keep,
+                     const std::optional<ConstTensor>& bias);
+
 // Fails when `range` (of output `name`) overlaps any of `others`.
 void check_output_disjoint(const std::string& name, const ByteRange& range,
                            const NamedRanges& others);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fuzz_case.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn::fuzz {
 namespace {
@@ -53,15 +54,11 @@ bool run_case(Case& c, std::int64_t* cached_len) {
         attend(c.q->cview(), c.k->cview(), c.v->cview(), out, c.options_with(extra));
         break;
       case Mode::kPlan: {  // the mask's data goes to the run, as a plan requires
-        AttentionOptions planned = c.options;
-        planned.mask.key_lengths.clear();
-        planned.mask.keep.reset();
-        planned.mask.bias.reset();
-        extra.key_lengths = c.options.mask.key_lengths;
-        extra.keep = c.options.mask.keep;
-        extra.bias = c.options.mask.bias;
-        make_plan(c.plan_shape(), planned)
-            .run(c.q->cview(), c.k->cview(), c.v->cview(), out, extra);
+        RunArgs args = detail::run_args(c.options);
+        args.weights = extra.weights;
+        args.lse = extra.lse;
+        make_plan(c.plan_shape(), detail::plan_options(c.options))
+            .run(c.q->cview(), c.k->cview(), c.v->cview(), out, args);
         break;
       }
       case Mode::kCache: {

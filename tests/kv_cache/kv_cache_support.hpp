@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "seqattn/seqattn.hpp"
@@ -14,6 +15,19 @@
 #include "tests/support/test_tensors.hpp"
 
 namespace seqattn::testing {
+
+// fn() must throw an Error of `kind` whose message names `argument` and what was expected.
+template <class Fn>
+void expect_error(const Fn& fn, const std::string& argument, ErrorKind kind) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error for " << argument;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(argument), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected"), std::string::npos) << e.what();
+  }
+}
 
 struct CacheSequence {
   std::int64_t batch, heads_q, heads_kv, length, dim, dim_v;

@@ -13,22 +13,11 @@ namespace seqattn {
 namespace {
 
 using testing::CacheSequence;
+using testing::expect_error;
 using testing::make_zeros;
 using testing::OwnedTensor;
 
 constexpr float kSentinel = 777.0f;
-
-template <class Fn>
-void expect_error(const Fn& fn, const std::string& argument, ErrorKind kind) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error for " << argument;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(argument), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("expected"), std::string::npos) << e.what();
-  }
-}
 
 struct Fixture {
   CacheSequence seq{2, 4, 2, 200, 16, 8, 29};

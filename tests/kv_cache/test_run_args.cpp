@@ -8,28 +8,19 @@
 #include <vector>
 
 #include "seqattn/seqattn.hpp"
+#include "tests/kv_cache/kv_cache_support.hpp"
 #include "tests/support/test_tensors.hpp"
 #include "tests/support/variant_test_rows.hpp"
 
 namespace seqattn {
 namespace {
 
+using testing::expect_error;
 using testing::make_tensor;
 using testing::make_zeros;
 using testing::OwnedTensor;
 
 constexpr std::int64_t kB = 3, kHq = 4, kHkv = 2, kS = 70, kD = 16;
-
-template <class Fn>
-void expect_error(const Fn& fn, const std::string& argument, ErrorKind kind) {
-  try {
-    fn();
-    ADD_FAILURE() << "no Error naming " << argument;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(argument), std::string::npos) << e.what();
-  }
-}
 
 bool same_bits(const OwnedTensor& a, const OwnedTensor& b) {
   return std::memcmp(a.storage.data(), b.storage.data(), a.storage.size() * sizeof(float)) == 0;

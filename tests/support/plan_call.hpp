@@ -1,8 +1,10 @@
 // A one-shot call's options split as a plan takes them: make_plan gets the options without
-// their per-call parts, run() gets those parts as RunArgs (as attend() splits them itself).
+// their per-call parts, run() gets those parts as RunArgs — the split attend() makes itself
+// (detail::plan_options and detail::run_args).
 #pragma once
 
 #include "seqattn/plan.hpp"
+#include "src/runtime/validate.hpp"
 
 namespace seqattn::testing {
 
@@ -12,19 +14,7 @@ struct PlanCall {
 };
 
 inline PlanCall split_for_plan(const AttentionOptions& options) {
-  PlanCall call;
-  call.planned = options;
-  call.planned.mask.key_lengths.clear();
-  call.planned.mask.keep.reset();
-  call.planned.mask.bias.reset();
-  call.planned.lse.reset();
-  call.planned.weights.reset();
-  call.args.key_lengths = options.mask.key_lengths;
-  call.args.keep = options.mask.keep;
-  call.args.bias = options.mask.bias;
-  call.args.lse = options.lse;
-  call.args.weights = options.weights;
-  return call;
+  return {detail::plan_options(options), detail::run_args(options)};
 }
 
 }  // namespace seqattn::testing
