@@ -24,7 +24,8 @@ struct RunRecord {
   int threads = 1;                    // threads the kernel ran with
   std::string_view simd_target;       // e.g. "highway:AVX3", "xsimd:avx512f"
   // What the products ran on: "fp32" (fp32 operands, or bf16 ones widened exactly to fp32),
-  // "amx-bf16" or "avx512-bf16" (docs/architecture.md, "Compute paths").
+  // "amx-bf16" or "avx512-bf16"; over an int8 KV cache "int8-vnni" or "int8", Q·Kᵀ in
+  // integers (docs/architecture.md, "Compute paths" and "int8 KV").
   std::string_view compute_path = "fp32";
   // Owns the text `reason` views (shared with the plan that ran); null for a default record.
   std::shared_ptr<const std::string> reason_storage;

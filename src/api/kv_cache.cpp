@@ -14,6 +14,7 @@
 #include "src/api/kv_cache_access.hpp"
 #include "src/api/kv_pack.hpp"
 #include "src/runtime/element_types.hpp"
+#include "src/runtime/huge_pages.hpp"
 #include "src/runtime/int8_rows.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/validate.hpp"
@@ -24,6 +25,7 @@ struct KvCache::Impl {
   KvCacheShape shape;
   KvCacheMode mode = KvCacheMode::kLinear;
   std::int64_t blocks = 0, dv_pad = 0;
+  std::int64_t key_rows = 0;              // rows of a key block (detail::key_rows_of)
   std::int64_t k_elems = 0, v_elems = 0;  // per (batch, kv head)
   std::size_t elem_bytes = 4;             // of shape.dtype
   hwy::AlignedFreeUniquePtr<std::uint8_t[]> k, v;
@@ -250,9 +252,9 @@ void KvCache::Impl::pack_int8(const TensorView<const Src>& k, const TensorView<c
                 float* row, const float* scale) {
     const std::int64_t b = first_batch + lb, slot = (start + t) % slots;
     const std::int64_t pair_index = b * heads + hk;
-    auto* kb = k_pair<std::int8_t>(b, hk) + slot / kKvBlock * kKvBlock * dim + slot % kKvBlock;
+    auto* kb = k_pair<std::int8_t>(b, hk) + slot / kKvBlock * kKvBlock * key_rows;
     widen_key(k.ptr(lb, hk, t), k.strides[3], start + t, row);
-    detail::quantize_int8_row(row, dim, scale[0], kb, kKvBlock);
+    detail::quantize_int8_key(row, dim, scale[0], kb, slot % kKvBlock, kKvBlock);
     widen_value(v.ptr(lb, hk, t), row);
     detail::quantize_int8_row(row, shape.dim_v, scale[1],
                               v_pair<std::int8_t>(b, hk) + slot * dv_pad, 1);
@@ -285,7 +287,8 @@ KvCache::KvCache(const KvCacheShape& shape, KvCacheMode mode) : impl_(std::make_
   m.dv_pad = shape.dim_v / detail::kKvColumnAlign * detail::kKvColumnAlign +
              (shape.dim_v % detail::kKvColumnAlign != 0 ? detail::kKvColumnAlign : 0);
   const std::int64_t pairs = detail::checked_product({shape.batch, shape.heads_kv}, "shape");
-  m.k_elems = detail::checked_product({m.blocks, kKvBlock, shape.dim}, "shape (K per sequence)");
+  m.key_rows = detail::key_rows_of(shape.dtype, shape.dim);
+  m.k_elems = detail::checked_product({m.blocks, kKvBlock, m.key_rows}, "shape (K per sequence)");
   m.v_elems = detail::checked_product({m.blocks, kKvBlock, m.dv_pad}, "shape (V per sequence)");
   const std::int64_t k_total = detail::checked_product({pairs, m.k_elems}, "shape (K)");
   const std::int64_t v_total = detail::checked_product({pairs, m.v_elems}, "shape (V)");
@@ -299,6 +302,8 @@ KvCache::KvCache(const KvCacheShape& shape, KvCacheMode mode) : impl_(std::make_
   };
   m.k = hwy::AllocateAligned<std::uint8_t>(bytes_of(k_total));
   m.v = hwy::AllocateAligned<std::uint8_t>(bytes_of(v_total));
+  detail::advise_huge_pages(m.k.get(), bytes_of(k_total));
+  detail::advise_huge_pages(m.v.get(), bytes_of(v_total));
   bool scales_ok = true;
   if (shape.dtype == DType::kI8) {
     m.scale_elems = m.blocks * kKvBlock;
@@ -420,6 +425,7 @@ detail::PackedKv KvCacheAccess::packed(const KvCache& cache) {
   p.batch = m.shape.batch;
   p.heads_kv = m.shape.heads_kv;
   p.dim = m.shape.dim;
+  p.key_rows = m.key_rows;
   p.dim_v = m.shape.dim_v;
   p.dv_pad = m.dv_pad;
   p.capacity = m.shape.capacity;

@@ -14,6 +14,7 @@
 
 #include "src/api/kv_pack.hpp"
 #include "src/api/paged_kv_cache_access.hpp"
+#include "src/runtime/huge_pages.hpp"
 #include "src/runtime/int8_rows.hpp"
 #include "src/runtime/validate.hpp"
 
@@ -37,6 +38,7 @@ struct PagedKvCache::Impl {
 
   PagedKvCacheShape shape;
   std::int64_t dv_pad = 0;
+  std::int64_t key_rows = 0;  // rows of a key block (detail::key_rows_of)
   std::size_t elem_bytes = 4;
   // Per pool block: K [H_kv][D][64], V [H_kv][64][dv_pad] (elements), scales [H_kv][64] (i8).
   std::int64_t k_block = 0, v_block = 0, scale_block = 0;
@@ -139,12 +141,12 @@ void PagedKvCache::Impl::write(const Sequence& s, const TensorView<const Src>& k
       const std::int64_t block = s.blocks[static_cast<std::size_t>(pos / kKvBlock)];
       for (std::int64_t hk = 0; hk < heads; ++hk) {
         const std::int64_t sub = block * heads + hk;  // the (block, kv head) sub-block
-        Dst* key = reinterpret_cast<Dst*>(k.get()) + sub * dim * kKvBlock + slot;
+        Dst* key = reinterpret_cast<Dst*>(k.get()) + sub * key_rows * kKvBlock + slot;
         Dst* value = reinterpret_cast<Dst*>(v.get()) + (sub * kKvBlock + slot) * dv_pad;
         detail::widen_key_row(kt.ptr(0, hk, t), kt.strides[3], dim, r, pos, row);
         if constexpr (std::is_same_v<Dst, std::int8_t>) {
           const float* sc = scales.data() + (hk * n + t) * 2;
-          detail::quantize_int8_row(row, dim, sc[0], key, kKvBlock);
+          detail::quantize_int8_key(row, dim, sc[0], key - slot, slot, kKvBlock);
           detail::widen_row(vt.ptr(0, hk, t), vt.strides[3], shape.dim_v, row);
           detail::quantize_int8_row(row, shape.dim_v, sc[1], value, 1);
           k_scale[static_cast<std::size_t>(sub * kKvBlock + slot)] = sc[0];
@@ -177,7 +179,8 @@ PagedKvCache::PagedKvCache(const PagedKvCacheShape& shape) : impl_(std::make_uni
   m.elem_bytes = dtype_size(shape.dtype);
   m.dv_pad =
       (shape.dim_v + detail::kKvColumnAlign - 1) / detail::kKvColumnAlign * detail::kKvColumnAlign;
-  m.k_block = detail::checked_product({shape.heads_kv, shape.dim, kKvBlock}, "shape (K block)");
+  m.key_rows = detail::key_rows_of(shape.dtype, shape.dim);
+  m.k_block = detail::checked_product({shape.heads_kv, m.key_rows, kKvBlock}, "shape (K block)");
   m.v_block = detail::checked_product({shape.heads_kv, kKvBlock, m.dv_pad}, "shape (V block)");
   const std::int64_t k_total = detail::checked_product({shape.blocks, m.k_block}, "shape (K)");
   const std::int64_t v_total = detail::checked_product({shape.blocks, m.v_block}, "shape (V)");
@@ -186,6 +189,8 @@ PagedKvCache::PagedKvCache(const PagedKvCacheShape& shape) : impl_(std::make_uni
   }
   m.k = hwy::AllocateAligned<std::uint8_t>(static_cast<std::size_t>(k_total) * m.elem_bytes);
   m.v = hwy::AllocateAligned<std::uint8_t>(static_cast<std::size_t>(v_total) * m.elem_bytes);
+  detail::advise_huge_pages(m.k.get(), static_cast<std::size_t>(k_total) * m.elem_bytes);
+  detail::advise_huge_pages(m.v.get(), static_cast<std::size_t>(v_total) * m.elem_bytes);
   bool ok = m.k && m.v;
   if (shape.dtype == DType::kI8) {
     m.scale_block = shape.heads_kv * kKvBlock;
@@ -328,6 +333,7 @@ PagedView PagedKvCacheAccess::view(const PagedKvCache& cache,
   p.batch = static_cast<std::int64_t>(sequences.size());
   p.heads_kv = m.shape.heads_kv;
   p.dim = m.shape.dim;
+  p.key_rows = m.key_rows;
   p.dim_v = m.shape.dim_v;
   p.dv_pad = m.dv_pad;
   p.capacity = max_length;

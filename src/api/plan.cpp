@@ -227,7 +227,8 @@ namespace {
 // q is rounded by fp32_precision); the cache is read in its own dtype.
 RunRecord run_over_cache(const detail::PlanState& st, const AnyConstTensor& q, const AnyTensor& out,
                          const RunArgs& args, const detail::PackedKv& kv, Clock::time_point start) {
-  // The decode kernel has no bf16 products yet: it widens a half or int8 cache exactly.
+  // The decode kernel has no bf16 products yet: it widens a half cache exactly (an int8 one
+  // computes Q·Kᵀ in integers: the record says so, detail::cache_compute_path).
   const detail::ComputePath path = detail::ComputePath::kFp32;
   const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;
   detail::F32Staging staging;
@@ -247,7 +248,9 @@ RunRecord run_over_cache(const detail::PlanState& st, const AnyConstTensor& q, c
   detail::cache_attention(cp, ws);
   detail::clear_padding_rows(cp);
   staging.finish();
-  return record_of(st, detail::cache_cost(cp), detail::cache_team(cp), start, path);
+  RunRecord record = record_of(st, detail::cache_cost(cp), detail::cache_team(cp), start, path);
+  record.compute_path = detail::cache_compute_path(kv.dtype);
+  return record;
 }
 
 }  // namespace

@@ -51,6 +51,7 @@ CpuFeatures read_features() {
   const Regs ext1 = cpuid(7, 1);
   f.avx512f = bit(ext.b, 16);
   f.avx512_bf16 = bit(ext1.a, 5);
+  f.avx512_vnni = f.avx512f && bit(ext.b, 30) && bit(ext.b, 31) && bit(ext.c, 11);
   f.amx_bf16 = bit(ext.d, 22);
   f.amx_tile = bit(ext.d, 24);
   if (bit(id.c, 27)) {  // OSXSAVE

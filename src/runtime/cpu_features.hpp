@@ -15,6 +15,9 @@ struct CpuFeatures {
   unsigned model = 0;   // displayed model (extended << 4 | base)
   bool avx512f = false;
   bool avx512_bf16 = false;
+  // AVX512-VNNI with the BW and VL subsets it is used with (vpdpbusd on zmm): the int8 KV
+  // cache's integer Q·Kᵀ (src/kernel/decode/int8_dot_avx512vnni.cpp).
+  bool avx512_vnni = false;
   bool amx_tile = false;
   bool amx_bf16 = false;
   // The OS saves the ZMM state (XCR0 bits 5-7) and the AMX tile state (XCR0 bits 17-18).

@@ -32,4 +32,21 @@ inline void quantize_int8_row(const float* x, std::int64_t n, float scale, std::
   }
 }
 
+// A key row into slot `slot` of an int8 key block stored in quads ([ceil(n/4)][64][4],
+// src/kernel/decode/packed_kv.hpp): element d at (d/4)·4·block + 4·slot + d%4, the padding
+// elements of the last quad written as 0 (a reused block holds an earlier token's bytes).
+inline void quantize_int8_key(const float* x, std::int64_t n, float scale, std::int8_t* block,
+                              std::int64_t slot, std::int64_t block_tokens) {
+  constexpr std::int64_t kQuad = 4;
+  const std::int64_t padded = (n + kQuad - 1) / kQuad * kQuad;
+  for (std::int64_t d = 0; d < padded; ++d) {
+    std::int8_t* dst = block + d / kQuad * kQuad * block_tokens + kQuad * slot + d % kQuad;
+    if (d < n) {
+      quantize_int8_row(x + d, 1, scale, dst, 1);
+    } else {
+      *dst = 0;
+    }
+  }
+}
+
 }  // namespace seqattn::detail

@@ -121,6 +121,40 @@ struct FloatOps {
   }
 };
 
+// int32 lanes over int8 key quads (an int8 KV cache stores 4 consecutive d of one key per
+// 32-bit lane, src/kernel/decode/packed_kv.hpp): the exact integer dot products of Q·Kᵀ on
+// targets without vpdpbusd. Byte i of a lane is moved to the top and shifted back down
+// arithmetically (sign-extended), then multiplied by query element i: 4 products per lane and
+// quad, in int32 (|q|, |k| <= 127, so a product and the sum over any D stay exact modulo 2^32
+// and exact outright for D < 2^17).
+struct QuadOps {
+  using D = hn::ScalableTag<std::int32_t>;
+  using V = hn::Vec<D>;
+  using DF = hn::Rebind<float, D>;
+  static constexpr size_t kLanes = hn::MaxLanes(D());
+
+  static HWY_INLINE V Zero() { return hn::Zero(D()); }
+  // kLanes keys' quads (4 bytes each, any alignment).
+  static HWY_INLINE V Load(const std::int8_t* p) {
+    return hn::LoadU(D(), reinterpret_cast<const std::int32_t*>(p));
+  }
+  // acc + Σ_i byte_i(quad) · q4[i], each lane one key.
+  static HWY_INLINE V DotQuad(V quad, const std::int8_t* q4, V acc) {
+    const V k0 = hn::ShiftRight<24>(hn::ShiftLeft<24>(quad));
+    const V k1 = hn::ShiftRight<24>(hn::ShiftLeft<16>(quad));
+    const V k2 = hn::ShiftRight<24>(hn::ShiftLeft<8>(quad));
+    const V k3 = hn::ShiftRight<24>(quad);
+    acc = hn::Add(acc, hn::Mul(k0, hn::Set(D(), q4[0])));
+    acc = hn::Add(acc, hn::Mul(k1, hn::Set(D(), q4[1])));
+    acc = hn::Add(acc, hn::Mul(k2, hn::Set(D(), q4[2])));
+    return hn::Add(acc, hn::Mul(k3, hn::Set(D(), q4[3])));
+  }
+  // The sums as floats (rounded to nearest, as cvtdq2ps does: exact below 2^24).
+  static HWY_INLINE void StoreFloat(V v, float* HWY_RESTRICT aligned) {
+    hn::Store(hn::ConvertTo(DF(), v), DF(), aligned);
+  }
+};
+
 }  // namespace seqattn::simd::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

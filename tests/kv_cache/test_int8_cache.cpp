@@ -1,9 +1,11 @@
 // int8 KV caches on every compiled Highway target. Two references, both float64: over the
-// tokens dequantised by this file's own quantiser (the documented rule: scale = max|row| / 127
-// per token and kv head, q = round-to-nearest-even(x / scale) in [-127, 127]), which the kernel
-// must match as closely as an f32 cache matches its tokens; and over the original tokens, the
-// quantisation error users see (bound 2e-2 of max|ref|, with and without RoPE). Decode and chunk
-// shapes, odd D, GQA/MQA, sliding windows, rings, the split-KV path, and append errors.
+// tokens and queries dequantised by this file's own quantiser (the documented rule: scale =
+// max|row| / 127 per token and kv head, and per query row after the kernel's scale·log2 e,
+// q = round-to-nearest-even(x / scale) in [-127, 127]), which the kernel must match as closely
+// as an f32 cache matches its tokens; and over the original tokens and queries, the
+// quantisation error users see (bound 2e-2 of max|ref|, with and without RoPE). The integer
+// Q·Kᵀ makes the output bitwise the same on every target (and on the VNNI path). Decode and
+// chunk shapes, odd D, GQA/MQA, sliding windows, rings, the split-KV path, and append errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,20 +33,22 @@ std::map<std::string, double> worst;
 
 void record(const std::string& name, double err) { worst[name] = std::max(worst[name], err); }
 
-// Every [.., t, :] row of a [B, H, S, D] tensor replaced by its int8 round trip.
-void dequantise_rows(OwnedTensor& t) {
+// Every [.., t, :] row of a [B, H, S, D] tensor replaced by its int8 round trip, taken of the
+// row times `mul` (the kernel quantises queries after multiplying them by scale·log2 e).
+void dequantise_rows(OwnedTensor& t, float mul = 1.0f) {
   const auto& s = t.view.shape;
   for (std::int64_t b = 0; b < s[0]; ++b)
     for (std::int64_t h = 0; h < s[1]; ++h)
       for (std::int64_t i = 0; i < s[2]; ++i) {
         float amax = 0;
         for (std::int64_t d = 0; d < s[3]; ++d)
-          amax = std::max(amax, std::fabs(t.view.at(b, h, i, d)));
+          amax = std::max(amax, std::fabs(t.view.at(b, h, i, d) * mul));
         const float scale = amax / 127.0f;
         for (std::int64_t d = 0; d < s[3]; ++d) {
           float& x = t.view.at(b, h, i, d);
-          const float q = scale > 0 ? std::clamp(std::nearbyint(x / scale), -127.0f, 127.0f) : 0.0f;
-          x = q * scale;
+          const float y = x * mul;
+          const float q = scale > 0 ? std::clamp(std::nearbyint(y / scale), -127.0f, 127.0f) : 0.0f;
+          x = static_cast<float>(static_cast<double>(q) * scale / mul);
         }
       }
 }
@@ -91,6 +95,8 @@ void check_case(const Case& c) {
   }
   dequantise_rows(seq.k);
   dequantise_rows(seq.v);
+  // The kernel's query multiplier: the default scale 1/sqrt(D) times log2 e, in float.
+  dequantise_rows(seq.q, 1.0f / std::sqrt(static_cast<float>(c.dim)) * 1.4426950408889634f);
   for (std::int64_t b = 0; b < batch; ++b) {
     const double err =
         suffix_error(out.view, b, seq.reference(b, c.lengths[b], c.seq_q, c.spec, c.causal));

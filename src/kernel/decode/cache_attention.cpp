@@ -12,8 +12,11 @@
 #include <utility>
 
 #include "src/kernel/decode/cache_attention.hpp"
+#include "src/kernel/decode/int8_scores_avx512vnni.hpp"
 #include "src/kernel/flash_kernel_deps.hpp"
+#include "src/runtime/cpu_features.hpp"
 #include "src/runtime/element_types.hpp"
+#include "src/runtime/int8_rows.hpp"
 #include "src/simd/exp2-inl.h"
 #include "src/simd/highway_ops-inl.h"
 
@@ -23,6 +26,7 @@ using simd::HWY_NAMESPACE::Exp2NonPositive;
 // The flash kernel's micro-kernels first: the worker is written over them.
 #include "src/kernel/flash_tiles_body.inc"  // IWYU pragma: keep
 // clang-format off
+#include "src/kernel/decode/int8_scores-inl.h"  // IWYU pragma: keep
 #include "src/kernel/decode/cache_worker-inl.h"  // IWYU pragma: keep
 // clang-format on
 
@@ -54,9 +58,23 @@ void MergeChunks(const CacheProblem& p, Worker& worker, const float* partials, s
 
 // Work items are (batch, kv head, row tile, chunk); every output row is written by one thread
 // (directly, or by the merge of its tile's chunks in chunk order).
+// Whether an int8 cache's Q·Kᵀ runs on vpdpbusd: on the AVX3_DL target (Ice Lake and later,
+// Zen 4 and later) of a CPU and OS with AVX512-VNNI. The AVX3 target keeps the portable
+// micro-kernel, so the tests compare both on a VNNI machine.
+template <class Elem>
+bool UseVnni() {
+  if constexpr (std::is_same_v<Elem, std::int8_t> && HWY_TARGET == HWY_AVX3_DL) {
+    const CpuFeatures& cpu = cpu_features();
+    return cpu.avx512_vnni && cpu.os_avx512;
+  } else {
+    return false;
+  }
+}
+
 template <class Ops, class Elem>
 void CacheAttention(const CacheProblem& p, float* workspace) {
   const CacheSplit& split = p.split;
+  const bool vnni = UseVnni<Elem>();
   const bool merge = split.chunk_keys != 0;
   const std::int64_t tiles = p.kv.batch * p.kv.heads_kv * split.row_tiles;
   const std::int64_t items = tiles * split.chunks;
@@ -102,7 +120,7 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
   // loop, and a decode step must not allocate.
   const int team = static_cast<int>(std::min<std::int64_t>(p.threads, items));
   if (team <= 1) {
-    CacheWorker<Ops, Elem> worker(p, workspace);
+    CacheWorker<Ops, Elem> worker(p, workspace, vnni);
     for (std::int64_t it = 0; it < items; ++it) item(worker, it);
     if (merge) {
       for (std::int64_t tile = 0; tile < tiles; ++tile) merge_tile(worker, 0, tile);
@@ -112,7 +130,7 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
 #pragma omp parallel num_threads(team)
   {
     const int thread = omp_get_thread_num();
-    CacheWorker<Ops, Elem> worker(p, workspace + thread * layout.total);
+    CacheWorker<Ops, Elem> worker(p, workspace + thread * layout.total, vnni);
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t it = 0; it < items; ++it) item(worker, it);
     if (merge) {
@@ -121,6 +139,9 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
     }
   }
 }
+
+// Whether this target's int8 Q·Kᵀ runs on vpdpbusd (the run record's compute path).
+bool Int8UsesVnniOnTarget() { return UseVnni<std::int8_t>(); }
 
 // One instantiation per cache dtype: the element type is fixed for a whole run.
 void CacheAttentionOnTarget(const CacheProblem& p, float* workspace) {
@@ -145,6 +166,12 @@ HWY_AFTER_NAMESPACE();
 namespace seqattn::detail {
 
 HWY_EXPORT(CacheAttentionOnTarget);
+HWY_EXPORT(Int8UsesVnniOnTarget);
+
+std::string_view cache_compute_path(DType dtype) {
+  if (dtype != DType::kI8) return "fp32";
+  return HWY_DYNAMIC_DISPATCH(Int8UsesVnniOnTarget)() ? "int8-vnni" : "int8";
+}
 
 // Splitting pays when fewer than ~64 (batch, kv head, row tile) items exist: 512-key chunks
 // (512 KiB of K+V at D = 128) keep each item long next to its merge (rows × D_v per chunk).

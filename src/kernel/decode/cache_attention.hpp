@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "seqattn/tensor.hpp"
@@ -116,10 +117,12 @@ struct CacheScratchLayout {
   static constexpr std::int64_t kMaxRows = 8;  // >= every target's rows
   static constexpr std::int64_t kMaxLanes = 16;
   static std::int64_t line(std::int64_t floats) { return (floats + 15) / 16 * 16; }
-  std::int64_t q, o, scores, sum_lanes, m, alpha, angles, total;
+  // q8: an int8 cache's queries quantised to int8, rows of dim rounded up to whole quads.
+  std::int64_t q, q8, o, scores, sum_lanes, m, alpha, angles, total;
   CacheScratchLayout(std::int64_t row_tile, std::int64_t dim, std::int64_t dv_pad) {
     q = 0;
-    o = q + line(row_tile * dim);
+    q8 = q + line(row_tile * dim);
+    o = q8 + line(row_tile * (dim + 3) / 4);
     scores = o + line(row_tile * dv_pad);
     sum_lanes = scores + kMaxRows * kKvBlock;
     m = sum_lanes + row_tile * kMaxLanes;
@@ -143,6 +146,11 @@ struct CachePartialLayout {
 std::size_t cache_workspace_floats(const CacheSplit& split, std::int64_t batch,
                                    std::int64_t heads_kv, std::int64_t dim, std::int64_t dim_v,
                                    int threads);
+
+// What a run over a cache of `dtype` computes its products on, for the run record: "fp32"
+// (the cache widened exactly), or for int8 "int8-vnni" / "int8" (Q·Kᵀ in integers on
+// vpdpbusd / on portable int32 lanes, then an fp32 softmax and P·V).
+std::string_view cache_compute_path(DType dtype);
 
 // out (and lse) of every query row; `workspace` holds cache_workspace_floats(...) floats.
 void cache_attention(const CacheProblem& p, float* workspace);

@@ -6,7 +6,10 @@
 // floats, one AVX-512 vector) is likewise a whole number of vectors on every target.
 // Elements are the cache's dtype (f32, bf16, f16 or int8); the kernel is instantiated per dtype.
 // An int8 cache also holds one fp32 scale per token slot for K and for V, [blocks][64] per
-// (batch, kv head) like the slots: element (token t, d) stands for int8 · scale[t].
+// (batch, kv head) like the slots: element (token t, d) stands for int8 · scale[t]. Its keys
+// are stored in quads, [ceil(D/4)][64][4] per block (element (t, d) at (d/4)·256 + 4t + d%4,
+// D padded with zeros to a multiple of 4): one 32-bit lane holds 4 consecutive d of one key,
+// the operand of an int8 dot-product instruction (vpdpbusd), so Q·Kᵀ runs in integers.
 #pragma once
 
 #include <cstdint>
@@ -17,13 +20,20 @@ namespace seqattn::detail {
 
 inline constexpr std::int64_t kKvBlock = 64;        // tokens per block
 inline constexpr std::int64_t kKvColumnAlign = 16;  // D_v padded to a multiple of this
+inline constexpr std::int64_t kKeyQuad = 4;         // int8 keys: d per 32-bit lane
+
+// Rows of a key block: D, or D rounded up to whole quads for an int8 cache.
+inline std::int64_t key_rows_of(DType dtype, std::int64_t dim) {
+  return dtype == DType::kI8 ? (dim + kKeyQuad - 1) / kKeyQuad * kKeyQuad : dim;
+}
 
 struct PackedKv {
-  const void* k = nullptr;                // [B][H_kv][blocks][D][kKvBlock]
+  const void* k = nullptr;                // [B][H_kv][blocks][key_rows][kKvBlock]
   const void* v = nullptr;                // [B][H_kv][blocks][kKvBlock][dv_pad]
   DType dtype = DType::kF32;              // of k and v
   const std::int64_t* lengths = nullptr;  // [B]: tokens appended (absolute positions)
   std::int64_t batch = 0, heads_kv = 0, dim = 0, dim_v = 0, dv_pad = 0;
+  std::int64_t key_rows = 0;  // key_rows_of(dtype, dim)
   std::int64_t capacity = 0;  // tokens kept per sequence
   std::int64_t blocks = 0;    // storage blocks per (batch, kv head): ceil(capacity / 64)
   bool ring = false;
@@ -44,7 +54,7 @@ struct PackedKv {
   // T is the dtype's element type (float, bfloat16, float16 or std::int8_t).
   template <class T>
   const T* key_block(std::int64_t b, std::int64_t hk, std::int64_t j) const {
-    return static_cast<const T*>(k) + block_index(b, hk, j) * dim * kKvBlock;
+    return static_cast<const T*>(k) + block_index(b, hk, j) * key_rows * kKvBlock;
   }
   template <class T>
   const T* value_block(std::int64_t b, std::int64_t hk, std::int64_t j) const {
