@@ -50,6 +50,9 @@ enum class KvCacheMode {
 // blocks of 64 tokens; a block's keys are stored transposed [D][64] and its values row-major
 // [64][D_v rounded up to 16], both 64-byte aligned (in the cache's dtype), so the kernel's Q·Kᵀ
 // micro-kernel reads whole vectors of keys and its P·V micro-kernel whole vectors of value columns.
+// An int8 cache interleaves them for its integer dot products: keys [ceil(D/4)][64][4] (4
+// consecutive d of a key together, D padded to a multiple of 4), values [32][D_v padded][2]
+// (2 consecutive tokens of a column together).
 class KvCache {
  public:
   // Throws Error for a non-positive extent or a size that does not fit in memory.
@@ -78,8 +81,9 @@ class KvCache {
 
   const KvCacheShape& shape() const;
   KvCacheMode mode() const;
-  // Memory held for K and V: 4, 2 or 1 byte an element (f32, bf16/f16, i8), plus an i8
-  // cache's scales (8 bytes a token slot and kv head).
+  // Memory held for K and V: 4, 2 or 1 byte an element (f32, bf16/f16, i8; an i8 cache's key
+  // rows padded to a multiple of 4 elements), plus an i8 cache's scales (8 bytes a token slot
+  // and kv head).
   std::int64_t bytes() const;
 
  private:

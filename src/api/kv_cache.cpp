@@ -256,8 +256,9 @@ void KvCache::Impl::pack_int8(const TensorView<const Src>& k, const TensorView<c
     widen_key(k.ptr(lb, hk, t), k.strides[3], start + t, row);
     detail::quantize_int8_key(row, dim, scale[0], kb, slot % kKvBlock, kKvBlock);
     widen_value(v.ptr(lb, hk, t), row);
-    detail::quantize_int8_row(row, shape.dim_v, scale[1],
-                              v_pair<std::int8_t>(b, hk) + slot * dv_pad, 1);
+    detail::quantize_int8_value(row, shape.dim_v, scale[1],
+                                v_pair<std::int8_t>(b, hk) + slot / kKvBlock * kKvBlock * dv_pad,
+                                slot % kKvBlock, dv_pad);
     k_scale[static_cast<std::size_t>(pair_index * scale_elems + slot)] = scale[0];
     v_scale[static_cast<std::size_t>(pair_index * scale_elems + slot)] = scale[1];
   });
@@ -282,7 +283,7 @@ KvCache::KvCache(const KvCacheShape& shape, KvCacheMode mode) : impl_(std::make_
   m.mode = mode;
   // Rounded up without forming capacity + 63, which overflows for a capacity near 2^63.
   m.blocks = shape.capacity / kKvBlock + (shape.capacity % kKvBlock != 0 ? 1 : 0);
-  detail::check_cache_dtype(shape.dtype);
+  detail::check_cache_dtype(shape.dtype, shape.dim);
   m.elem_bytes = dtype_size(shape.dtype);
   m.dv_pad = shape.dim_v / detail::kKvColumnAlign * detail::kKvColumnAlign +
              (shape.dim_v % detail::kKvColumnAlign != 0 ? detail::kKvColumnAlign : 0);
@@ -377,13 +378,18 @@ std::int64_t KvCache::bytes() const {
 
 namespace detail {
 
-void check_cache_dtype(DType dtype) {
-  if (dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16 ||
-      dtype == DType::kI8) {
-    return;
+void check_cache_dtype(DType dtype, std::int64_t dim) {
+  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF16 &&
+      dtype != DType::kI8) {
+    fail("shape.dtype", "DType::kF32, kBF16, kF16 or kI8",
+         std::to_string(static_cast<int>(dtype)) + " (not a DType)");
   }
-  fail("shape.dtype", "DType::kF32, kBF16, kF16 or kI8",
-       std::to_string(static_cast<int>(dtype)) + " (not a DType)");
+  // An int8 cache's Q·Kᵀ sums D products of at most 127·127, and the VNNI kernel adds
+  // 128·Σq: both stay exact in int32 only up to D ≈ 132000.
+  if (dtype == DType::kI8 && dim > kMaxInt8Dim) {
+    fail("shape.dim", "<= " + std::to_string(kMaxInt8Dim) + " for an int8 cache",
+         std::to_string(dim), "store keys this long as f32, bf16 or f16");
+  }
 }
 
 void fail_non_finite_row(int which, const std::string& where, bool rotated) {

@@ -12,8 +12,12 @@
 
 namespace seqattn::detail {
 
-// Fails (naming shape.dtype) unless dtype is one a cache stores: f32, bf16, f16 or i8.
-void check_cache_dtype(DType dtype);
+// The longest key row an int8 cache stores (its integer Q·Kᵀ stays exact in int32).
+inline constexpr std::int64_t kMaxInt8Dim = 65536;
+
+// Fails (naming shape.dtype) unless dtype is one a cache stores: f32, bf16, f16 or i8; and
+// (naming shape.dim) for an int8 cache with dim > kMaxInt8Dim.
+void check_cache_dtype(DType dtype, std::int64_t dim);
 
 // The Error of an int8 append whose K (which = 0) or V (1) row is not finite: `where` names
 // the row ("batch 0, kv head 1, token 2"); rotated: the key was rotated (RoPE) first.

@@ -40,7 +40,8 @@ struct PagedKvCache::Impl {
   std::int64_t dv_pad = 0;
   std::int64_t key_rows = 0;  // rows of a key block (detail::key_rows_of)
   std::size_t elem_bytes = 4;
-  // Per pool block: K [H_kv][D][64], V [H_kv][64][dv_pad] (elements), scales [H_kv][64] (i8).
+  // Per pool block: K [H_kv][key_rows][64], V [H_kv][64][dv_pad] (elements; i8 interleaves
+  // them, src/kernel/decode/packed_kv.hpp), scales [H_kv][64] (i8).
   std::int64_t k_block = 0, v_block = 0, scale_block = 0;
   hwy::AlignedFreeUniquePtr<std::uint8_t[]> k, v;
   hwy::AlignedFreeUniquePtr<float[]> k_scale, v_scale;
@@ -148,7 +149,7 @@ void PagedKvCache::Impl::write(const Sequence& s, const TensorView<const Src>& k
           const float* sc = scales.data() + (hk * n + t) * 2;
           detail::quantize_int8_key(row, dim, sc[0], key - slot, slot, kKvBlock);
           detail::widen_row(vt.ptr(0, hk, t), vt.strides[3], shape.dim_v, row);
-          detail::quantize_int8_row(row, shape.dim_v, sc[1], value, 1);
+          detail::quantize_int8_value(row, shape.dim_v, sc[1], value - slot * dv_pad, slot, dv_pad);
           k_scale[static_cast<std::size_t>(sub * kKvBlock + slot)] = sc[0];
           v_scale[static_cast<std::size_t>(sub * kKvBlock + slot)] = sc[1];
         } else {
@@ -173,7 +174,7 @@ PagedKvCache::PagedKvCache(const PagedKvCacheShape& shape) : impl_(std::make_uni
     if (value < 1) fail(name, ">= 1", str(value));
     if (value > kMax) fail(name, "<= 2^40", str(value));
   }
-  detail::check_cache_dtype(shape.dtype);
+  detail::check_cache_dtype(shape.dtype, shape.dim);
   Impl& m = *impl_;
   m.shape = shape;
   m.elem_bytes = dtype_size(shape.dtype);

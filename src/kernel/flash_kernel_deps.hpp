@@ -23,3 +23,4 @@
 #include "src/kernel/block_mask.hpp"
 #include "src/kernel/tile_visibility.hpp"
 #include "src/runtime/positional.hpp"
+#include "src/simd/prefetch.hpp"

@@ -16,7 +16,7 @@ struct CpuFeatures {
   bool avx512f = false;
   bool avx512_bf16 = false;
   // AVX512-VNNI with the BW and VL subsets it is used with (vpdpbusd on zmm): the int8 KV
-  // cache's integer Q·Kᵀ (src/kernel/decode/int8_dot_avx512vnni.cpp).
+  // cache's integer Q·Kᵀ and P·V (src/kernel/decode/int8_products_avx512vnni.cpp).
   bool avx512_vnni = false;
   bool amx_tile = false;
   bool amx_bf16 = false;

@@ -8,9 +8,10 @@
 
 namespace seqattn::detail {
 
-// Asks Linux for huge pages over the whole 2 MiB pages inside [data, data + bytes), before
-// they are first touched. Advice only: where THP is off (or not Linux) the memory stays in
-// small pages and nothing else changes, so a refusal is not an error.
+// Asks Linux for huge pages over [data, data + bytes) from its first 2 MiB boundary on, before
+// the memory is first touched (the caches' storage; the scratch of scratch_floats.cpp). Advice
+// only: where THP is off (or not Linux) the memory stays in small pages and nothing else changes,
+// so a refusal is not an error.
 void advise_huge_pages(void* data, std::size_t bytes);
 
 }  // namespace seqattn::detail

@@ -49,4 +49,14 @@ inline void quantize_int8_key(const float* x, std::int64_t n, float scale, std::
   }
 }
 
+// A value row into slot `slot` of an int8 value block stored in pairs of tokens
+// ([block/2][dv_pad][2], src/kernel/decode/packed_kv.hpp): element d at
+// (slot/2)·2·dv_pad + 2d + slot%2; columns n..dv_pad written as 0.
+inline void quantize_int8_value(const float* x, std::int64_t n, float scale, std::int8_t* block,
+                                std::int64_t slot, std::int64_t dv_pad) {
+  std::int8_t* pair = block + slot / 2 * 2 * dv_pad + slot % 2;
+  quantize_int8_row(x, n, scale, pair, 2);
+  for (std::int64_t d = n; d < dv_pad; ++d) pair[2 * d] = 0;
+}
+
 }  // namespace seqattn::detail

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "src/runtime/checked_size.hpp"
+#include "src/runtime/huge_pages.hpp"
 
 namespace seqattn::detail {
 namespace {
@@ -47,7 +48,7 @@ ScratchFloats scratch_floats(std::int64_t count, const std::string& argument) {
   const auto address = reinterpret_cast<std::uintptr_t>(base);
   const std::uintptr_t aligned = (address + kHugePage - 1) / kHugePage * kHugePage;
   // A hint: without transparent huge pages (mode "never") the block still works in 4 KiB pages.
-  madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
+  advise_huge_pages(reinterpret_cast<void*>(aligned), bytes);
   s.owned_ = std::unique_ptr<float[], ScratchRelease>(reinterpret_cast<float*>(aligned),
                                                       ScratchRelease{base, mapped});
   return s;

@@ -121,37 +121,68 @@ struct FloatOps {
   }
 };
 
-// int32 lanes over int8 key quads (an int8 KV cache stores 4 consecutive d of one key per
-// 32-bit lane, src/kernel/decode/packed_kv.hpp): the exact integer dot products of Q·Kᵀ on
-// targets without vpdpbusd. Byte i of a lane is moved to the top and shifted back down
-// arithmetically (sign-extended), then multiplied by query element i: 4 products per lane and
-// quad, in int32 (|q|, |k| <= 127, so a product and the sum over any D stay exact modulo 2^32
-// and exact outright for D < 2^17).
-struct QuadOps {
+// int32 lanes holding exact integer sums of int8 products (an int8 KV cache's Q·Kᵀ and P·V on
+// targets without vpdpbusd / vpdpwssd): what QuadOps and PairOps share.
+struct Int32Ops {
   using D = hn::ScalableTag<std::int32_t>;
   using V = hn::Vec<D>;
   using DF = hn::Rebind<float, D>;
   static constexpr size_t kLanes = hn::MaxLanes(D());
 
   static HWY_INLINE V Zero() { return hn::Zero(D()); }
-  // kLanes keys' quads (4 bytes each, any alignment).
-  static HWY_INLINE V Load(const std::int8_t* p) {
-    return hn::LoadU(D(), reinterpret_cast<const std::int32_t*>(p));
-  }
-  // acc + Σ_i byte_i(quad) · q4[i], each lane one key.
-  static HWY_INLINE V DotQuad(V quad, const std::int8_t* q4, V acc) {
-    const V k0 = hn::ShiftRight<24>(hn::ShiftLeft<24>(quad));
-    const V k1 = hn::ShiftRight<24>(hn::ShiftLeft<16>(quad));
-    const V k2 = hn::ShiftRight<24>(hn::ShiftLeft<8>(quad));
-    const V k3 = hn::ShiftRight<24>(quad);
-    acc = hn::Add(acc, hn::Mul(k0, hn::Set(D(), q4[0])));
-    acc = hn::Add(acc, hn::Mul(k1, hn::Set(D(), q4[1])));
-    acc = hn::Add(acc, hn::Mul(k2, hn::Set(D(), q4[2])));
-    return hn::Add(acc, hn::Mul(k3, hn::Set(D(), q4[3])));
+  // acc + a · b (int32).
+  static HWY_INLINE V MulAdd(V a, std::int32_t b, V acc) {
+    return hn::Add(acc, hn::Mul(a, hn::Set(D(), b)));
   }
   // The sums as floats (rounded to nearest, as cvtdq2ps does: exact below 2^24).
   static HWY_INLINE void StoreFloat(V v, float* HWY_RESTRICT aligned) {
     hn::Store(hn::ConvertTo(DF(), v), DF(), aligned);
+  }
+};
+
+// Over int8 key quads (an int8 KV cache stores 4 consecutive d of one key per 32-bit lane,
+// src/kernel/decode/packed_kv.hpp). Byte i of a lane is moved to the top and shifted back down
+// arithmetically (sign-extended), then multiplied by query element i: 4 products per lane and
+// quad, in int32 (|q|, |k| <= 127, so a product and the sum over any D stay exact modulo 2^32
+// and exact outright for D < 2^17).
+struct QuadOps : Int32Ops {
+  // kLanes keys' quads (4 bytes each, any alignment).
+  static HWY_INLINE V Load(const std::int8_t* p) {
+    return hn::LoadU(D(), reinterpret_cast<const std::int32_t*>(p));
+  }
+  // The 4 bytes of each lane, sign-extended: k[i] holds byte i (d = 4c + i) of every key.
+  static HWY_INLINE void Bytes(V quad, V* HWY_RESTRICT k) {
+    k[0] = hn::ShiftRight<24>(hn::ShiftLeft<24>(quad));
+    k[1] = hn::ShiftRight<24>(hn::ShiftLeft<16>(quad));
+    k[2] = hn::ShiftRight<24>(hn::ShiftLeft<8>(quad));
+    k[3] = hn::ShiftRight<24>(quad);
+  }
+};
+
+// Over int8 value pairs (an int8 KV cache stores tokens t and t+1 of one column in one 16-bit
+// lane), and the probabilities' quantisation to int16 that both P·V paths share.
+struct PairOps : Int32Ops {
+  // kLanes columns' pairs (2 bytes each, any alignment), one column per lane.
+  static HWY_INLINE V Load(const std::int8_t* p) {
+    const hn::Rebind<std::int16_t, D> d16;
+    return hn::PromoteTo(D(), hn::LoadU(d16, reinterpret_cast<const std::int16_t*>(p)));
+  }
+  // The pair's two bytes, sign-extended: key t (bits 0-7) and key t+1 (bits 8-15).
+  static HWY_INLINE void Halves(V pair, V& low, V& high) {
+    low = hn::ShiftRight<24>(hn::ShiftLeft<24>(pair));
+    high = hn::ShiftRight<24>(hn::ShiftLeft<16>(pair));
+  }
+  // out[i] = round-to-nearest-even(w[i] · mul) as int16 for kLanes weights in [0, 32767.5):
+  // the probabilities of an int8 cache's P·V. Rounded by adding and subtracting 1.5·2^23 (IEEE
+  // adds, so every target rounds the same way; Highway's scalar NearestInt adds 0.5 instead,
+  // which can differ next to a tie), then converted exactly.
+  static HWY_INLINE void QuantizeWeights(const float* HWY_RESTRICT w, float mul,
+                                         std::int16_t* HWY_RESTRICT out) {
+    const hn::Rebind<std::int16_t, D> d16;
+    const auto magic = hn::Set(DF(), 12582912.0f);
+    const auto scaled = hn::Mul(hn::Load(DF(), w), hn::Set(DF(), mul));
+    const auto rounded = hn::Sub(hn::Add(scaled, magic), magic);
+    hn::StoreU(hn::DemoteTo(d16, hn::ConvertTo(D(), rounded)), d16, out);
   }
 };
 

@@ -1,8 +1,8 @@
 // int8 KV caches on every compiled Highway target. Two references, both float64: over the
 // tokens and queries dequantised by this file's own quantiser (the documented rule: scale =
 // max|row| / 127 per token and kv head, and per query row after the kernel's scale·log2 e,
-// q = round-to-nearest-even(x / scale) in [-127, 127]), which the kernel must match as closely
-// as an f32 cache matches its tokens; and over the original tokens and queries, the
+// q = round-to-nearest-even(x / scale) in [-127, 127]), which the kernel must match within its
+// int16 probabilities (2e-4); and over the original tokens and queries, the
 // quantisation error users see (bound 2e-2 of max|ref|, with and without RoPE). The integer
 // Q·Kᵀ makes the output bitwise the same on every target (and on the VNNI path). Decode and
 // chunk shapes, odd D, GQA/MQA, sliding windows, rings, the split-KV path, and append errors.
@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "seqattn/error.hpp"
+#include "seqattn/paged_kv_cache.hpp"
 #include "tests/kv_cache/kv_cache_support.hpp"
 #include "tests/variants/target_loop.hpp"
 
@@ -101,7 +103,9 @@ void check_case(const Case& c) {
     const double err =
         suffix_error(out.view, b, seq.reference(b, c.lengths[b], c.seq_q, c.spec, c.causal));
     record("vs the dequantised tokens", err);
-    EXPECT_LE(err, 1e-5) << "batch " << b << " length " << c.lengths[b];
+    // The kernel's own error: the probabilities of a tile, times the values' scales, are
+    // rounded to int16 steps of 1/32767 of the tile's largest (exact integer sums after).
+    EXPECT_LE(err, 2e-4) << "batch " << b << " length " << c.lengths[b];
   }
 }
 
@@ -114,6 +118,8 @@ TEST(Int8Cache, MatchesTheReferencesOnEveryTarget) {
       check_case({4, 1, 17, seq_q, {300}, SlidingWindowSpec{40, 0, {}}, true});  // MQA, odd D
     }
     check_case({4, 2, 16, 1, {700, 90}, SlidingWindowSpec{100, 0, {}}, true, KvCacheMode::kRing});
+    // A ring with D % 4 != 0: reused slots rewrite the padding of their last key quad.
+    check_case({2, 1, 17, 1, {500}, SlidingWindowSpec{90, 0, {}}, true, KvCacheMode::kRing});
     check_case({4, 1, 128, 1, {2100}, DenseSpec{}, true});  // split-KV: chunks merged
     check_case({6, 2, 32, 2, {90}, SlidingWindowSpec{8, 0, {0, 5}}, true});  // global tokens
   });
@@ -157,6 +163,27 @@ TEST(Int8Cache, StoresAQuarterOfTheBytesPlusScales) {
   EXPECT_EQ(i8.bytes(), 2 * 4 * 128 * (64 + 48 + 8));
   EXPECT_EQ(f32.bytes(), 2 * 4 * 128 * (64 + 48) * 4);
   EXPECT_EQ(i8.shape().dtype, DType::kI8);
+  // D = 17: key rows padded to 20 (whole quads of 4), values to 16 columns.
+  KvCache odd({1, 1, 64, 17, 16, DType::kI8});
+  EXPECT_EQ(odd.bytes(), 64 * (20 + 16 + 8));
+}
+
+// An int8 cache's integer Q·Kᵀ stays exact in int32 up to D = 65536; longer key rows are an
+// Error naming shape.dim, for KvCache and PagedKvCache alike (an f32 cache takes them).
+TEST(Int8Cache, KeyRowsPastTheExactLimitAreRefused) {
+  const auto expect_refused = [](auto&& make) {
+    try {
+      make();
+      ADD_FAILURE() << "no Error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("shape.dim"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("65536"), std::string::npos) << e.what();
+    }
+  };
+  expect_refused([] { KvCache({1, 1, 8, 65537, 4, DType::kI8}); });
+  expect_refused([] { PagedKvCache({1, 65537, 4, 2, DType::kI8}); });
+  EXPECT_NO_THROW(KvCache({1, 1, 8, 65536, 4, DType::kI8}));
+  EXPECT_NO_THROW(KvCache({1, 1, 8, 65537, 4}));
 }
 
 // A non-finite value cannot be quantised: an Error naming k or v, and nothing appended.

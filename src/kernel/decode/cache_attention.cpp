@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "src/kernel/decode/cache_attention.hpp"
-#include "src/kernel/decode/int8_scores_avx512vnni.hpp"
+#include "src/kernel/decode/int8_products_avx512vnni.hpp"
 #include "src/kernel/flash_kernel_deps.hpp"
 #include "src/runtime/cpu_features.hpp"
 #include "src/runtime/element_types.hpp"
@@ -26,7 +26,7 @@ using simd::HWY_NAMESPACE::Exp2NonPositive;
 // The flash kernel's micro-kernels first: the worker is written over them.
 #include "src/kernel/flash_tiles_body.inc"  // IWYU pragma: keep
 // clang-format off
-#include "src/kernel/decode/int8_scores-inl.h"  // IWYU pragma: keep
+#include "src/kernel/decode/int8_products-inl.h"  // IWYU pragma: keep
 #include "src/kernel/decode/cache_worker-inl.h"  // IWYU pragma: keep
 // clang-format on
 
@@ -56,14 +56,13 @@ void MergeChunks(const CacheProblem& p, Worker& worker, const float* partials, s
   }
 }
 
-// Work items are (batch, kv head, row tile, chunk); every output row is written by one thread
-// (directly, or by the merge of its tile's chunks in chunk order).
-// Whether an int8 cache's Q·Kᵀ runs on vpdpbusd: on the AVX3_DL target (Ice Lake and later,
-// Zen 4 and later) of a CPU and OS with AVX512-VNNI. The AVX3 target keeps the portable
-// micro-kernel, so the tests compare both on a VNNI machine.
+// Whether an int8 cache's products run on vpdpbusd / vpdpwssd: on a target at least AVX3_DL
+// (Ice Lake, Zen 4 and later; Highway's later AVX3_ZEN4 and AVX3_SPR too) of a CPU and OS with
+// AVX512-VNNI. The AVX3 target keeps the portable micro-kernels, so on a VNNI machine the tests
+// compare both.
 template <class Elem>
 bool UseVnni() {
-  if constexpr (std::is_same_v<Elem, std::int8_t> && HWY_TARGET == HWY_AVX3_DL) {
+  if constexpr (std::is_same_v<Elem, std::int8_t> && HWY_TARGET <= HWY_AVX3_DL) {
     const CpuFeatures& cpu = cpu_features();
     return cpu.avx512_vnni && cpu.os_avx512;
   } else {
@@ -71,6 +70,8 @@ bool UseVnni() {
   }
 }
 
+// Work items are (batch, kv head, row tile, chunk); every output row is written by one thread
+// (directly, or by the merge of its tile's chunks in chunk order).
 template <class Ops, class Elem>
 void CacheAttention(const CacheProblem& p, float* workspace) {
   const CacheSplit& split = p.split;

@@ -117,18 +117,20 @@ struct CacheScratchLayout {
   static constexpr std::int64_t kMaxRows = 8;  // >= every target's rows
   static constexpr std::int64_t kMaxLanes = 16;
   static std::int64_t line(std::int64_t floats) { return (floats + 15) / 16 * 16; }
-  // q8: an int8 cache's queries quantised to int8, rows of dim rounded up to whole quads.
-  std::int64_t q, q8, o, scores, sum_lanes, m, alpha, angles, total;
+  // q8: an int8 cache's queries quantised to int8, rows of dim rounded up to whole quads;
+  // pv: an int8 cache's P·V of one tile, [kMaxRows][dv_pad], before its scale.
+  std::int64_t q, q8, o, scores, sum_lanes, m, alpha, angles, pv, total;
   CacheScratchLayout(std::int64_t row_tile, std::int64_t dim, std::int64_t dv_pad) {
     q = 0;
     q8 = q + line(row_tile * dim);
-    o = q8 + line(row_tile * (dim + 3) / 4);
+    o = q8 + line(row_tile * ((dim + 3) / 4));
     scores = o + line(row_tile * dv_pad);
     sum_lanes = scores + kMaxRows * kKvBlock;
     m = sum_lanes + row_tile * kMaxLanes;
     alpha = m + line(row_tile);
     angles = alpha + line(kMaxRows);  // RoPE: cos, sin of one query position (<= D floats)
-    total = angles + line(dim);
+    pv = angles + line(dim);
+    total = pv + kMaxRows * dv_pad;
   }
 };
 

@@ -8,13 +8,14 @@
 // Elem is the cache's element type: float, or bfloat16/float16/int8, which the micro-kernels
 // widen to fp32 as they load (Ops::LoadWide), so the arithmetic and the softmax are fp32 and a
 // half cache is read at 2 bytes an element, an int8 one at 1. int8 elements stand for
-// int8 · scale[token]. Over an int8 cache Q·Kᵀ runs in integers (int8_scores-inl.h): each
+// int8 · scale[token]. Over an int8 cache Q·Kᵀ runs in integers (int8_products-inl.h): each
 // query row is quantised to int8 once per item (scale max|row| / 127, as the keys), a tile's
 // dot products are exact int32 sums (vpdpbusd where the CPU has AVX512-VNNI), and a score is
-// float(dot) · key scale · query scale. The probabilities are multiplied by the values'
-// scales before an fp32 P·V (after the running sum took them unscaled), so no dequantised
-// copy of a block ever exists. With the cache in L2/L3 (S_k 4096, H 32, H_kv 8, D 128, one
-// Zen 4 thread) the integer Q·Kᵀ took a decode step from 0.80 to 0.56 ms.
+// float(dot) · key scale · query scale. The softmax stays fp32; the probabilities, times the
+// values' scales (after the running sum took them unscaled), are rounded per row to int16 and
+// P·V is exact int32 sums too (vpdpwssd), so no dequantised copy of a block ever exists. With
+// the cache in L2/L3 (S_k 4096, H 32, H_kv 8, D 128, one Zen 4 thread) the integer Q·Kᵀ took a
+// decode step from 0.80 to 0.56 ms, and the integer P·V to 0.42 ms.
 //
 // No include guard and no namespace: cache_attention.cpp includes this inside its per-target
 // namespace, after flash_tiles_body.inc.
@@ -265,7 +266,10 @@ class CacheWorker {
     }
     const bool rescale =
         SoftmaxStep<Ops, kR, kKeyVecs>(s, m() + row0, sum_lanes() + row0 * kLanes, alpha());
-    if constexpr (kQuantized) ScaleKeyColumns(s, kR, v_scales_);
+    if constexpr (kQuantized) {
+      Int8Values<kR>(row0, v_tile, rescale);
+      return;
+    }
     float* acc = o() + row0 * p_.kv.dv_pad;
     if (rescale) {
       MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kScaleRowsThenAccumulate, true, Elem>(
@@ -280,20 +284,17 @@ class CacheWorker {
   // float(dot) · key scale[t] · query scale[r], in that order on every target.
   template <size_t kR>
   void Int8Scores(std::int64_t row0, const Elem* k_tile, float* s) const {
+    using QOps = simd::HWY_NAMESPACE::QuadOps;
     const auto rows = static_cast<size_t>(p_.kv.key_rows);
     const std::int8_t* q = q8() + static_cast<size_t>(row0) * rows;
     constexpr size_t kQuadRow = kKeyQuad * kKvBlock;  // bytes from one quad of keys to the next
-    if constexpr (kWidth == 64) {
-      if (vnni_) {
-        QuadDot64Avx512Vnni(q, rows, q_sum_.data() + row0, k_tile, kQuadRow, rows / kKeyQuad, kR, s,
-                            kWidth, prefetch_k_);
-      } else {
-        QuadDotTile<simd::HWY_NAMESPACE::QuadOps, kR, kKeyVecs>(q, rows, k_tile, kQuadRow,
-                                                                rows / kKeyQuad, s, kWidth);
-      }
+    static_assert(kR <= 6 && QOps::kLanes == kLanes, "the VNNI kernels take 1-6 rows");
+    if (kWidth == 64 && vnni_) {
+      QuadDot64Avx512Vnni(q, rows, q_sum_.data() + row0, k_tile, kQuadRow, rows / kKeyQuad, kR, s,
+                          kWidth, prefetch_k_);
     } else {
-      QuadDotTile<simd::HWY_NAMESPACE::QuadOps, kR, kKeyVecs>(q, rows, k_tile, kQuadRow,
-                                                              rows / kKeyQuad, s, kWidth);
+      QuadDotTile<QOps, kR, kKeyVecs>(q, rows, k_tile, kQuadRow, rows / kKeyQuad, s, kWidth,
+                                      prefetch_k_);
     }
     for (size_t r = 0; r < kR; ++r) {
       const auto qs = Ops::Set(q_scale_[static_cast<size_t>(row0) + r]);
@@ -304,14 +305,65 @@ class CacheWorker {
     }
   }
 
-  // s[r][t] *= scale[t] for the tile's rows (int8 caches; scales of padding slots are 0).
-  static void ScaleKeyColumns(float* s, size_t rows, const float* scale) {
-    for (size_t r = 0; r < rows; ++r) {
-      for (size_t v = 0; v < kKeyVecs; ++v) {
-        float* at = s + r * kWidth + v * kLanes;
-        Ops::Store(Ops::Mul(Ops::Load(at), Ops::Load(scale + v * kLanes)), at);
+  // P·V of rows [row0, row0 + kR) over an int8 value tile in integers: w = p · value scale[t]
+  // (padding slots have scale 0), quantised per row to int16 with scale max w / 32767; exact
+  // int32 sums; then o = o·alpha + float(sum)·w scale (o + … without a rescale), the same
+  // order on every target.
+  template <size_t kR>
+  void Int8Values(std::int64_t row0, const Elem* v_tile, bool rescale) {
+    using POps = simd::HWY_NAMESPACE::PairOps;
+    float* s = scores();
+    const auto dv_pad = static_cast<size_t>(p_.kv.dv_pad);
+    std::array<float, kR> w_scale;
+    for (size_t r = 0; r < kR; ++r)
+      w_scale[r] = Int8Weights(s + r * kWidth, w16_.data() + r * kWidth);
+    float* pv = scratch_ + layout_.pv;
+    constexpr size_t kPair = 2;  // keys per 16-bit lane of a value block
+    if (kWidth == 64 && vnni_) {
+      PairDotAvx512Vnni(w16_.data(), kWidth, v_tile, kPair * dv_pad, kWidth / kPair, kR, dv_pad, pv,
+                        dv_pad, prefetch_v_);
+    } else {
+      PairDotTile<POps, kR>(w16_.data(), kWidth, v_tile, kPair * dv_pad, kWidth / kPair, dv_pad, pv,
+                            dv_pad, prefetch_v_);
+    }
+    float* acc = o() + static_cast<size_t>(row0) * dv_pad;
+    for (size_t r = 0; r < kR; ++r) {
+      const auto scale = Ops::Set(w_scale[r]), a = Ops::Set(alpha()[r]);
+      for (size_t c = 0; c < dv_pad; c += kLanes) {
+        float* at = acc + r * dv_pad + c;
+        const auto t = Ops::Mul(Ops::Load(pv + r * dv_pad + c), scale);
+        Ops::Store(rescale ? Ops::MulAdd(Ops::Load(at), a, t) : Ops::Add(Ops::Load(at), t), at);
       }
     }
+  }
+
+  // One row of a tile's probabilities times the values' scales, quantised to int16 in w16;
+  // returns the weights' scale (max / 32767; 0 for a row of zeros; NaN if one is NaN, so the
+  // output is NaN as over a float cache, the int16 weights then being meaningless). A row
+  // whose largest weight is below 2^-60 is first multiplied by 2^64 (exact), so 32767 / max
+  // stays finite.
+  float Int8Weights(float* row, std::int16_t* w16) const {
+    using POps = simd::HWY_NAMESPACE::PairOps;
+    auto top = Ops::Zero(), total = Ops::Zero();  // the sum carries a NaN, which Max may drop
+    for (size_t v = 0; v < kKeyVecs; ++v) {
+      const auto w = Ops::Mul(Ops::Load(row + v * kLanes), Ops::Load(v_scales_ + v * kLanes));
+      Ops::Store(w, row + v * kLanes);
+      top = Ops::Max(top, w);
+      total = Ops::Add(total, w);
+    }
+    if (std::isnan(Ops::ReduceSum(total))) return std::numeric_limits<float>::quiet_NaN();
+    float max = Ops::ReduceMax(top), unit = 1.0f;
+    if (max > 0.0f && max < 0x1p-60f) {
+      for (size_t v = 0; v < kKeyVecs; ++v) {
+        Ops::Store(Ops::Mul(Ops::Load(row + v * kLanes), Ops::Set(0x1p64f)), row + v * kLanes);
+      }
+      max *= 0x1p64f;
+      unit = 0x1p-64f;
+    }
+    const float mul = max > 0.0f ? 32767.0f / max : 0.0f;
+    for (size_t v = 0; v < kKeyVecs; ++v)
+      POps::QuantizeWeights(row + v * kLanes, mul, w16 + v * kLanes);
+    return max / 32767.0f * unit;
   }
 
   // ALiBi on rows [row0, row0 + rows) of the tile's scores, before the mask.
@@ -368,4 +420,5 @@ class CacheWorker {
   bool vnni_;
   std::array<float, kCacheRowTile> q_scale_{};  // int8: each query row's scale and sum
   std::array<std::int32_t, kCacheRowTile> q_sum_{};
+  std::array<std::int16_t, CacheScratchLayout::kMaxRows * kKvBlock> w16_{};  // int8: P as int16
 };

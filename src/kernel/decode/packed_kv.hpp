@@ -9,7 +9,11 @@
 // (batch, kv head) like the slots: element (token t, d) stands for int8 · scale[t]. Its keys
 // are stored in quads, [ceil(D/4)][64][4] per block (element (t, d) at (d/4)·256 + 4t + d%4,
 // D padded with zeros to a multiple of 4): one 32-bit lane holds 4 consecutive d of one key,
-// the operand of an int8 dot-product instruction (vpdpbusd), so Q·Kᵀ runs in integers.
+// the operand of an int8 dot-product instruction (vpdpbusd), so Q·Kᵀ runs in integers. Its
+// values are stored in pairs of tokens, [32][dv_pad][2] per block (element (t, d) at
+// (t/2)·2·dv_pad + 2d + t%2): one 16-bit lane holds tokens t and t+1 of one column, the
+// operand of vpdpwssd, so P·V runs in integers too. A tile starting at token t0 (even) starts
+// t0·dv_pad bytes into the block, as in the plain layout.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,8 @@
-// The int8 KV cache's integer Q·Kᵀ: the AVX512-VNNI micro-kernel against an exact scalar
-// integer reference (rows 1-6, 1 to 33 quads, extreme bytes, a strided query, prefetch on and
-// off), skipped where the CPU has no AVX512-VNNI; and the decode output over an int8 cache
-// on every compiled Highway target, bitwise between the VNNI path and the portable one.
+// The int8 KV cache's integer products: the AVX512-VNNI micro-kernels (Q·Kᵀ on vpdpbusd, P·V
+// on vpdpwssd) against exact scalar integer references (rows 1-6, odd depths and widths,
+// extreme values, strided rows, prefetch on and off), skipped where the CPU has no
+// AVX512-VNNI; and the decode output over an int8 cache on every compiled Highway target,
+// bitwise between the VNNI path and the portable one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "src/kernel/decode/int8_scores_avx512vnni.hpp"
+#include <hwy/aligned_allocator.h>
+
+#include "src/kernel/decode/int8_products_avx512vnni.hpp"
 #include "src/runtime/cpu_features.hpp"
 #include "tests/kv_cache/kv_cache_support.hpp"
 #include "tests/variants/target_loop.hpp"
@@ -32,7 +35,7 @@ std::int64_t reference_dot(const std::int8_t* q, const std::int8_t* k, std::size
   return sum;
 }
 
-TEST(Int8Scores, VnniMicroKernelIsExact) {
+TEST(Int8Products, VnniMicroKernelIsExact) {
   const detail::CpuFeatures& cpu = detail::cpu_features();
   if (!cpu.avx512_vnni || !cpu.os_avx512) {
     GTEST_SKIP() << "skipped: this CPU (" << cpu.describe()
@@ -74,11 +77,60 @@ TEST(Int8Scores, VnniMicroKernelIsExact) {
   }
 }
 
+// Σ_t w[t]·v(t, c) in int64, values in pairs: element (t, c) at (t/2)·pair_stride + 2c + t%2.
+std::int64_t reference_pair_dot(const std::int16_t* w, const std::int8_t* v, std::size_t pairs,
+                                std::size_t pair_stride, std::size_t c) {
+  std::int64_t sum = 0;
+  for (std::size_t t = 0; t < 2 * pairs; ++t) sum += w[t] * v[t / 2 * pair_stride + 2 * c + t % 2];
+  return sum;
+}
+
+TEST(Int8Products, VnniPairKernelIsExact) {
+  const detail::CpuFeatures& cpu = detail::cpu_features();
+  if (!cpu.avx512_vnni || !cpu.os_avx512) {
+    GTEST_SKIP() << "skipped: this CPU (" << cpu.describe()
+                 << ") has no AVX512-VNNI; the portable micro-kernel is tested on every target";
+  }
+  std::mt19937 gen(6);
+  std::uniform_int_distribution<int> byte(-127, 127), weight(0, 32767);
+  for (const std::size_t cols : {16, 48, 64, 80, 144}) {
+    for (const std::size_t pairs : {1, 7, 32}) {
+      for (std::size_t rows = 1; rows <= 6; ++rows) {
+        const std::size_t pair_stride = 2 * cols, w_stride = 2 * pairs + 3;
+        std::vector<std::int8_t> v(pairs * pair_stride + 256);
+        std::vector<std::int16_t> w(rows * w_stride);
+        for (auto& x : v) x = static_cast<std::int8_t>(byte(gen));
+        for (auto& x : w) x = static_cast<std::int16_t>(weight(gen));
+        for (std::size_t t = 0; t < 2 * pairs; ++t) {  // the extreme sum in column 3, row 0
+          v[t / 2 * pair_stride + 2 * 3 + t % 2] = -127;
+          w[t] = 32767;
+        }
+        for (const std::ptrdiff_t prefetch : {std::ptrdiff_t{0}, std::ptrdiff_t{128}}) {
+          auto out = hwy::AllocateAligned<float>(rows * cols);  // the kernel stores aligned
+          std::fill(out.get(), out.get() + rows * cols, -1.0f);
+          detail::PairDotAvx512Vnni(w.data(), w_stride, v.data(), pair_stride, pairs, rows, cols,
+                                    out.get(), cols, prefetch);
+          for (std::size_t r = 0; r < rows; ++r) {
+            for (std::size_t c = 0; c < cols; ++c) {
+              const auto expected = static_cast<float>(
+                  reference_pair_dot(w.data() + r * w_stride, v.data(), pairs, pair_stride, c));
+              ASSERT_EQ(out.get()[r * cols + c], expected)
+                  << "cols " << cols << " pairs " << pairs << " rows " << rows << " row " << r
+                  << " column " << c;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // One decode over an int8 cache on every target. AVX3 and AVX3_DL share the fp32 blocking
-// (16 lanes, 64-key tiles) and differ only in the Q·Kᵀ micro-kernel (portable int32 lanes;
-// vpdpbusd on a VNNI CPU): their outputs must be equal bit for bit, which shows the two give
-// the same integers. Narrower targets sum the softmax and P·V in another order: within 1e-6.
-TEST(Int8Scores, DecodeIsTheSameOnEveryTarget) {
+// (16 lanes, 64-key tiles) and differ only in the int8 micro-kernels (portable int32 lanes;
+// vpdpbusd and vpdpwssd on a VNNI CPU): their outputs must be equal bit for bit, which shows the
+// two give the same integers. Narrower targets take 16- or 8-key tiles, so their probabilities are
+// rounded to int16 against another tile maximum, and sum in another order: within 2e-4.
+TEST(Int8Products, DecodeIsTheSameOnEveryTarget) {
   for (const std::int64_t dim : {17, 64, 130}) {
     SCOPED_TRACE("D " + std::to_string(dim));
     const std::int64_t length = 300, heads = 8, heads_kv = 2;
@@ -92,8 +144,12 @@ TEST(Int8Scores, DecodeIsTheSameOnEveryTarget) {
     std::map<std::string, std::vector<float>> outs;
     testing::for_each_target([&] {
       std::vector<float> out(static_cast<std::size_t>(heads * dim));
-      attend(bhsd<const float>(q.data(), 1, heads, 1, dim), cache,
-             bhsd(out.data(), 1, heads, 1, dim));
+      const RunRecord record = attend(bhsd<const float>(q.data(), 1, heads, 1, dim), cache,
+                                      bhsd(out.data(), 1, heads, 1, dim));
+      // The record names the products: vpdpbusd/vpdpwssd on AVX3_DL of a VNNI CPU only.
+      const bool vnni = std::string(simd_target()).ends_with("highway:AVX3_DL") &&
+                        detail::cpu_features().avx512_vnni && detail::cpu_features().os_avx512;
+      EXPECT_EQ(record.compute_path, vnni ? "int8-vnni" : "int8") << simd_target();
       // "highway:AVX3", or "xsimd:<arch>+highway:AVX3" in the xsimd flavour (same kernel).
       const std::string target(simd_target());
       outs[target.substr(target.find("highway:"))] = out;
@@ -101,11 +157,13 @@ TEST(Int8Scores, DecodeIsTheSameOnEveryTarget) {
     ASSERT_FALSE(outs.empty());
     const auto avx3 = outs.find("highway:AVX3"), avx3_dl = outs.find("highway:AVX3_DL");
     if (avx3 != outs.end() && avx3_dl != outs.end()) {
-      EXPECT_EQ(0, std::memcmp(avx3->second.data(), avx3_dl->second.data(),
-                               avx3->second.size() * sizeof(float)));
-      std::printf("int8 decode D %lld: AVX3 (portable) and AVX3_DL (%s) bitwise equal\n",
+      const bool equal = std::memcmp(avx3->second.data(), avx3_dl->second.data(),
+                                     avx3->second.size() * sizeof(float)) == 0;
+      EXPECT_TRUE(equal) << "AVX3 and AVX3_DL differ";
+      std::printf("int8 decode D %lld: AVX3 (portable) and AVX3_DL (%s) %s\n",
                   static_cast<long long>(dim),
-                  detail::cpu_features().avx512_vnni ? "vpdpbusd" : "portable: no VNNI here");
+                  detail::cpu_features().avx512_vnni ? "vpdpbusd, vpdpwssd" : "portable: no VNNI",
+                  equal ? "bitwise equal" : "DIFFER");
     } else {
       std::printf("int8 decode D %lld: bitwise check skipped: AVX3 and AVX3_DL not both run\n",
                   static_cast<long long>(dim));
@@ -115,7 +173,7 @@ TEST(Int8Scores, DecodeIsTheSameOnEveryTarget) {
     for (const float x : first) scale = std::max(scale, std::fabs(x));
     for (const auto& [name, out] : outs) {
       for (std::size_t i = 0; i < out.size(); ++i) {
-        ASSERT_LE(std::fabs(out[i] - first[i]), 1e-6f * scale)
+        ASSERT_LE(std::fabs(out[i] - first[i]), 2e-4f * scale)
             << name << " vs " << outs.begin()->first << " at " << i;
       }
     }

@@ -1,0 +1,108 @@
+// The products of attention over an int8 KV cache in integers. Q·Kᵀ: the queries are
+// quantised per row to int8 (the keys' rule: scale = max|row| / 127, round to nearest even)
+// and a tile's dot products are exact int32 sums. P·V: a tile's probabilities, times the
+// values' scales, are quantised per row to int16 (scale = max / 32767) and the sums over the
+// tile's keys are exact int32. QuadDotTile and PairDotTile are the portable micro-kernels over
+// QuadOps / PairOps (every Highway target); int8_products_avx512vnni.cpp has the same contracts
+// on vpdpbusd / vpdpwssd. Both give the same integers, converted to float once, so the result
+// is bitwise the same on either path.
+//
+// No include guard and no namespace: cache_attention.cpp includes this inside its per-target
+// namespace (within seqattn), after src/simd/highway_ops-inl.h and src/simd/prefetch.hpp.
+
+// The accumulator block of an integer micro-kernel: zeroed, and stored as floats.
+template <class IOps, size_t kRows, size_t kVecs>
+HWY_INLINE void ZeroSums(typename IOps::V (&acc)[kRows][kVecs]) {
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t v = 0; v < kVecs; ++v) acc[r][v] = IOps::Zero();
+  }
+}
+template <class IOps, size_t kRows, size_t kVecs>
+HWY_INLINE void StoreSums(const typename IOps::V (&acc)[kRows][kVecs], float* HWY_RESTRICT out,
+                          size_t out_stride) {
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t v = 0; v < kVecs; ++v)
+      IOps::StoreFloat(acc[r][v], out + r * out_stride + v * IOps::kLanes);
+  }
+}
+
+// out[r][0, kVecs·L) = Σ_d q[r][d] · k[d][0, kVecs·L) for kRows query rows (int8, q_stride
+// bytes apart, zero padded to whole quads) and a tile of key quads (quad c at k + c·quad_stride
+// bytes, 4 bytes per key), as floats. prefetch (bytes, 0 for none): each quad row's tile that
+// far ahead, into L2. Knows nothing of heads, blocks or scales. The 4 bytes of a key vector are
+// split once and used by every row.
+template <class QOps, size_t kRows, size_t kVecs>
+HWY_INLINE void QuadDotTile(const std::int8_t* HWY_RESTRICT q, size_t q_stride,
+                            const std::int8_t* HWY_RESTRICT k, size_t quad_stride, size_t quads,
+                            float* HWY_RESTRICT out, size_t out_stride, std::ptrdiff_t prefetch) {
+  using V = typename QOps::V;
+  constexpr size_t kLanes = QOps::kLanes;
+  constexpr size_t kTileBytes = kVecs * kLanes * 4;
+  V acc[kRows][kVecs];
+  ZeroSums<QOps>(acc);
+  for (size_t c = 0; c < quads; ++c) {
+    const std::int8_t* HWY_RESTRICT quad_row = k + c * quad_stride;
+    if (prefetch != 0) {
+      for (size_t b = 0; b < kTileBytes; b += 64) simd::PrefetchToL2(quad_row + prefetch + b);
+    }
+    for (size_t v = 0; v < kVecs; ++v) {
+      V bytes[4];
+      QOps::Bytes(QOps::Load(quad_row + v * kLanes * 4), bytes);
+      for (size_t r = 0; r < kRows; ++r) {
+        const std::int8_t* q4 = q + r * q_stride + c * 4;
+        for (size_t i = 0; i < 4; ++i) acc[r][v] = QOps::MulAdd(bytes[i], q4[i], acc[r][v]);
+      }
+    }
+  }
+  StoreSums<QOps>(acc, out, out_stride);
+}
+
+// PairDotTile for kVecs vectors of columns.
+template <class POps, size_t kRows, size_t kVecs>
+HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stride,
+                               const std::int8_t* HWY_RESTRICT v, size_t pair_stride, size_t pairs,
+                               float* HWY_RESTRICT out, size_t out_stride,
+                               std::ptrdiff_t prefetch) {
+  using V = typename POps::V;
+  constexpr size_t kLanes = POps::kLanes;
+  constexpr size_t kChunkBytes = kVecs * kLanes * 2;
+  V acc[kRows][kVecs];
+  ZeroSums<POps>(acc);
+  for (size_t p = 0; p < pairs; ++p) {
+    const std::int8_t* HWY_RESTRICT pair = v + p * pair_stride;
+    if (prefetch != 0) {
+      for (size_t b = 0; b < kChunkBytes; b += 64) simd::PrefetchToL2(pair + prefetch + b);
+    }
+    for (size_t c = 0; c < kVecs; ++c) {
+      V low, high;
+      POps::Halves(POps::Load(pair + 2 * c * kLanes), low, high);
+      for (size_t r = 0; r < kRows; ++r) {
+        const std::int16_t* wr = w + r * w_stride + 2 * p;
+        acc[r][c] = POps::MulAdd(high, wr[1], POps::MulAdd(low, wr[0], acc[r][c]));
+      }
+    }
+  }
+  StoreSums<POps>(acc, out, out_stride);
+}
+
+// out[r][0, cols) = Σ_t w[r][t] · v[t][0, cols) for kRows rows of int16 weights (w_stride
+// apart) over `pairs` pairs of keys (pair p at v + p·pair_stride bytes, column c's two bytes at
+// 2c), as floats; cols a whole number of vectors. prefetch as QuadDotTile's. Knows nothing of
+// heads, blocks or scales.
+template <class POps, size_t kRows>
+HWY_INLINE void PairDotTile(const std::int16_t* HWY_RESTRICT w, size_t w_stride,
+                            const std::int8_t* HWY_RESTRICT v, size_t pair_stride, size_t pairs,
+                            size_t cols, float* HWY_RESTRICT out, size_t out_stride,
+                            std::ptrdiff_t prefetch) {
+  constexpr size_t kLanes = POps::kLanes;
+  constexpr size_t kVecs = kLanes >= 16 ? 4 : 2;  // columns per pass: rows × kVecs accumulators
+  size_t col = 0;
+  for (; col + kVecs * kLanes <= cols; col += kVecs * kLanes) {
+    PairDotColumns<POps, kRows, kVecs>(w, w_stride, v + 2 * col, pair_stride, pairs, out + col,
+                                       out_stride, prefetch);
+  }
+  for (; col < cols; col += kLanes) {  // an edge: D_v not a multiple of the pass
+    PairDotColumns<POps, kRows, 1>(w, w_stride, v + 2 * col, pair_stride, pairs, out + col,
+                                   out_stride, prefetch);
+  }
+}

@@ -1,0 +1,134 @@
+// Q·Kᵀ: vpdpbusd multiplies unsigned bytes by signed bytes, 4 products summed into each int32
+// lane.
+// The keys are made the unsigned operand by one xor (k + 128) and the query quad is the
+// broadcast signed one, so a lane gets Σ (k + 128)·q = Σ k·q + 128·Σ q: the second term is
+// one constant per row, subtracted once per tile. The sums wrap modulo 2^32 and the result
+// fits, so it is exact, the same integers as QuadDotTile. 16 vpdpbusd replace 64 FMAs (and
+// the 32 widening instructions of the fp32 path) for 4 rows × 4 d of 64 keys.
+//
+// P·V: vpdpwssd multiplies int16 pairs, 2 products summed into each int32 lane. A value pair
+// (tokens t, t+1 of 16 columns, 32 bytes) is sign-extended to int16 (vpmovsxbw) and the two
+// weights of each row are one broadcast 32-bit lane: 16 columns × 2 keys per instruction
+// where fp32 needs 2 widening instructions and 2 FMAs per key. Sums over a 64-key tile are at
+// most 64·32767·127 < 2^31: exact.
+#include "src/kernel/decode/int8_products_avx512vnni.hpp"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+namespace seqattn::detail {
+namespace {
+
+template <std::size_t kRows>
+void QuadDot64(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q_sums,
+               const std::int8_t* k, std::size_t quad_stride, std::size_t quads, float* out,
+               std::size_t out_stride, std::ptrdiff_t prefetch) {
+  constexpr std::size_t kVecs = 4;  // 64 keys: 4 × 16 lanes; kRows × 4 accumulators <= 24
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512i acc[kRows][kVecs];
+  for (std::size_t r = 0; r < kRows; ++r) {
+    for (std::size_t v = 0; v < kVecs; ++v) acc[r][v] = _mm512_setzero_si512();
+  }
+  for (std::size_t c = 0; c < quads; ++c) {
+    const std::int8_t* row = k + c * quad_stride;
+    if (prefetch != 0) {  // into L2, as src/simd/prefetch.hpp explains
+      for (std::size_t v = 0; v < kVecs; ++v) _mm_prefetch(row + prefetch + 64 * v, _MM_HINT_T2);
+    }
+    __m512i kv[kVecs];
+    for (std::size_t v = 0; v < kVecs; ++v) {
+      kv[v] = _mm512_xor_si512(_mm512_loadu_si512(row + 64 * v), flip);
+    }
+    for (std::size_t r = 0; r < kRows; ++r) {
+      std::int32_t quad;
+      std::memcpy(&quad, q + r * q_stride + 4 * c, 4);
+      const __m512i qv = _mm512_set1_epi32(quad);
+      for (std::size_t v = 0; v < kVecs; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], kv[v], qv);
+    }
+  }
+  for (std::size_t r = 0; r < kRows; ++r) {
+    const __m512i bias = _mm512_set1_epi32(128 * q_sums[r]);
+    for (std::size_t v = 0; v < kVecs; ++v) {
+      // The zero-masked form: g++ 12 flags _mm512_cvtepi32_ps's undefined pass-through
+      // operand as uninitialised (-Werror); with every lane selected it is the same vcvtdq2ps.
+      const __m512 dot = _mm512_maskz_cvtepi32_ps(0xffff, _mm512_sub_epi32(acc[r][v], bias));
+      _mm512_store_ps(out + r * out_stride + 16 * v, dot);
+    }
+  }
+}
+
+template <std::size_t kRows, std::size_t kVecs>
+void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
+                    std::size_t pair_stride, std::size_t pairs, float* out, std::size_t out_stride,
+                    std::ptrdiff_t prefetch) {
+  __m512i acc[kRows][kVecs];
+  for (std::size_t r = 0; r < kRows; ++r) {
+    for (std::size_t c = 0; c < kVecs; ++c) acc[r][c] = _mm512_setzero_si512();
+  }
+  for (std::size_t p = 0; p < pairs; ++p) {
+    const std::int8_t* pair = v + p * pair_stride;
+    if (prefetch != 0) {  // one request per 64-byte line: 32 columns of pairs
+      for (std::size_t c = 0; c < kVecs; c += 2)
+        _mm_prefetch(pair + prefetch + 32 * c, _MM_HINT_T2);
+    }
+    __m512i vv[kVecs];
+    for (std::size_t c = 0; c < kVecs; ++c) {
+      vv[c] =
+          _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 32 * c)));
+    }
+    for (std::size_t r = 0; r < kRows; ++r) {
+      std::int32_t both;
+      std::memcpy(&both, w + r * w_stride + 2 * p, 4);
+      const __m512i wv = _mm512_set1_epi32(both);
+      for (std::size_t c = 0; c < kVecs; ++c) acc[r][c] = _mm512_dpwssd_epi32(acc[r][c], vv[c], wv);
+    }
+  }
+  for (std::size_t r = 0; r < kRows; ++r) {
+    for (std::size_t c = 0; c < kVecs; ++c) {
+      _mm512_store_ps(out + r * out_stride + 16 * c, _mm512_maskz_cvtepi32_ps(0xffff, acc[r][c]));
+    }
+  }
+}
+
+template <std::size_t kRows>
+void PairDot(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
+             std::size_t pair_stride, std::size_t pairs, std::size_t cols, float* out,
+             std::size_t out_stride, std::ptrdiff_t prefetch) {
+  std::size_t col = 0;
+  for (; col + 64 <= cols; col += 64) {
+    PairDotColumns<kRows, 4>(w, w_stride, v + 2 * col, pair_stride, pairs, out + col, out_stride,
+                             prefetch);
+  }
+  for (; col < cols; col += 16) {  // an edge: D_v not a multiple of 64
+    PairDotColumns<kRows, 1>(w, w_stride, v + 2 * col, pair_stride, pairs, out + col, out_stride,
+                             prefetch);
+  }
+}
+
+using PairKernel = void (*)(const std::int16_t*, std::size_t, const std::int8_t*, std::size_t,
+                            std::size_t, std::size_t, float*, std::size_t, std::ptrdiff_t);
+constexpr PairKernel kPairKernels[] = {nullptr,    PairDot<1>, PairDot<2>, PairDot<3>,
+                                       PairDot<4>, PairDot<5>, PairDot<6>};
+
+using Kernel = void (*)(const std::int8_t*, std::size_t, const std::int32_t*, const std::int8_t*,
+                        std::size_t, std::size_t, float*, std::size_t, std::ptrdiff_t);
+constexpr Kernel kKernels[] = {nullptr,      QuadDot64<1>, QuadDot64<2>, QuadDot64<3>,
+                               QuadDot64<4>, QuadDot64<5>, QuadDot64<6>};
+
+}  // namespace
+
+void QuadDot64Avx512Vnni(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q_sums,
+                         const std::int8_t* k, std::size_t quad_stride, std::size_t quads,
+                         std::size_t rows, float* out, std::size_t out_stride,
+                         std::ptrdiff_t prefetch) {
+  kKernels[rows](q, q_stride, q_sums, k, quad_stride, quads, out, out_stride, prefetch);
+}
+
+void PairDotAvx512Vnni(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
+                       std::size_t pair_stride, std::size_t pairs, std::size_t rows,
+                       std::size_t cols, float* out, std::size_t out_stride,
+                       std::ptrdiff_t prefetch) {
+  kPairKernels[rows](w, w_stride, v, pair_stride, pairs, cols, out, out_stride, prefetch);
+}
+
+}  // namespace seqattn::detail

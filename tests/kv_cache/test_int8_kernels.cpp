@@ -1,0 +1,130 @@
+// The int8 KV cache's portable micro-kernels on every compiled Highway target, exact against
+// int64 references: QuadDotTile (Q·Kᵀ over key quads) and PairDotTile (P·V over value pairs)
+// for 1-6 rows, odd depths and widths, extreme values and strided rows; and the int16
+// quantisation of the probabilities (round to nearest even, the same on every target).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "tests/kv_cache/test_int8_kernels.cpp"
+#include <hwy/aligned_allocator.h>
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/tests/hwy_gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "src/simd/highway_ops-inl.h"
+#include "src/simd/prefetch.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace seqattn::int8_test::HWY_NAMESPACE {
+// clang-format off
+#include "src/kernel/decode/int8_products-inl.h"  // IWYU pragma: keep
+// clang-format on
+using simd::HWY_NAMESPACE::PairOps;
+using simd::HWY_NAMESPACE::QuadOps;
+
+constexpr size_t kBlock = 64;  // keys of a cache block: a quad row is 4·64 bytes
+
+template <size_t kRows, size_t kVecs>
+void CheckQuadTile(std::mt19937& gen, size_t quads) {
+  constexpr size_t kKeys = kVecs * QuadOps::kLanes, kQuadRow = 4 * kBlock;
+  const size_t q_stride = quads * 4 + 5;
+  std::uniform_int_distribution<int> byte(-127, 127);
+  std::vector<std::int8_t> k(quads * kQuadRow), q(kRows * q_stride);
+  for (auto& x : k) x = static_cast<std::int8_t>(byte(gen));
+  for (auto& x : q) x = static_cast<std::int8_t>(byte(gen));
+  for (size_t d = 0; d < quads * 4; ++d) {  // key 0 all -127 against row 0 all +127
+    k[d / 4 * kQuadRow + d % 4] = -127;
+    q[d] = 127;
+  }
+  auto out = hwy::AllocateAligned<float>(kRows * kKeys);
+  QuadDotTile<QuadOps, kRows, kVecs>(q.data(), q_stride, k.data(), kQuadRow, quads, out.get(),
+                                     kKeys, 0);
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t t = 0; t < kKeys; ++t) {
+      std::int64_t sum = 0;
+      for (size_t d = 0; d < quads * 4; ++d)
+        sum += q[r * q_stride + d] * k[d / 4 * kQuadRow + 4 * t + d % 4];
+      ASSERT_EQ(out[r * kKeys + t], static_cast<float>(sum))
+          << "rows " << kRows << " vecs " << kVecs << " quads " << quads << " at " << r << ", "
+          << t;
+    }
+  }
+}
+
+template <size_t kRows>
+void CheckPairTile(std::mt19937& gen, size_t pairs, size_t cols) {
+  const size_t pair_stride = 2 * cols + 32, w_stride = 2 * pairs + 1;
+  std::uniform_int_distribution<int> byte(-127, 127), weight(0, 32767);
+  std::vector<std::int8_t> v(pairs * pair_stride);
+  std::vector<std::int16_t> w(kRows * w_stride);
+  for (auto& x : v) x = static_cast<std::int8_t>(byte(gen));
+  for (auto& x : w) x = static_cast<std::int16_t>(weight(gen));
+  for (size_t t = 0; t < 2 * pairs; ++t) {  // column 1 all -127 against row 0 all 32767
+    v[t / 2 * pair_stride + 2 + t % 2] = -127;
+    w[t] = 32767;
+  }
+  auto out = hwy::AllocateAligned<float>(kRows * cols);
+  PairDotTile<PairOps, kRows>(w.data(), w_stride, v.data(), pair_stride, pairs, cols, out.get(),
+                              cols, 0);
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t c = 0; c < cols; ++c) {
+      std::int64_t sum = 0;
+      for (size_t t = 0; t < 2 * pairs; ++t)
+        sum += w[r * w_stride + t] * v[t / 2 * pair_stride + 2 * c + t % 2];
+      ASSERT_EQ(out[r * cols + c], static_cast<float>(sum))
+          << "rows " << kRows << " pairs " << pairs << " cols " << cols << " at " << r << ", " << c;
+    }
+  }
+}
+
+void TestQuadDotTileIsExact() {
+  std::mt19937 gen(11);
+  for (const size_t quads : {1, 3, 5, 32, 33}) {
+    CheckQuadTile<1, 1>(gen, quads);
+    CheckQuadTile<4, 2>(gen, quads);
+    CheckQuadTile<6, 2>(gen, quads);
+    CheckQuadTile<3, 4>(gen, quads);
+    CheckQuadTile<5, 1>(gen, quads);
+  }
+}
+
+void TestPairDotTileIsExact() {
+  std::mt19937 gen(12);
+  const size_t lanes = PairOps::kLanes;
+  for (const size_t pairs : {1, 4, 32}) {
+    for (const size_t vecs : {1, 3, 5, 9}) {  // odd widths take the one-vector edge pass
+      CheckPairTile<1>(gen, pairs, vecs * lanes);
+      CheckPairTile<4>(gen, pairs, vecs * lanes);
+      CheckPairTile<6>(gen, pairs, vecs * lanes);
+    }
+  }
+}
+
+void TestWeightsRoundToNearestEven() {
+  const size_t lanes = PairOps::kLanes;
+  const float cases[][2] = {{0.5f, 0},   {1.5f, 2},         {2.5f, 2},
+                            {3.49f, 3},  {32767.0f, 32767}, {0.0f, 0},
+                            {1e-30f, 0}, {16383.5f, 16384}, {32766.5f, 32766}};
+  auto w = hwy::AllocateAligned<float>(lanes);
+  std::vector<std::int16_t> out(lanes);
+  for (const auto& c : cases) {
+    for (size_t i = 0; i < lanes; ++i) w[i] = c[0];
+    PairOps::QuantizeWeights(w.get(), 1.0f, out.data());
+    for (size_t i = 0; i < lanes; ++i) ASSERT_EQ(out[i], static_cast<std::int16_t>(c[1])) << c[0];
+  }
+}
+
+}  // namespace seqattn::int8_test::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace seqattn::int8_test {
+HWY_BEFORE_TEST(Int8KernelTest);
+HWY_EXPORT_AND_TEST_P(Int8KernelTest, TestQuadDotTileIsExact);
+HWY_EXPORT_AND_TEST_P(Int8KernelTest, TestPairDotTileIsExact);
+HWY_EXPORT_AND_TEST_P(Int8KernelTest, TestWeightsRoundToNearestEven);
+}  // namespace seqattn::int8_test
+#endif  // HWY_ONCE
