@@ -228,7 +228,7 @@ namespace {
 RunRecord run_over_cache(const detail::PlanState& st, const AnyConstTensor& q, const AnyTensor& out,
                          const RunArgs& args, const detail::PackedKv& kv, Clock::time_point start) {
   // The decode kernel has no bf16 products yet: it widens a half cache exactly (an int8 one
-  // computes Q·Kᵀ in integers: the record says so, detail::cache_compute_path).
+  // computes Q·Kᵀ and P·V in integers: the record says so, detail::cache_compute_path).
   const detail::ComputePath path = detail::ComputePath::kFp32;
   const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;
   detail::F32Staging staging;

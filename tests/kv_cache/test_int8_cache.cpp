@@ -3,8 +3,8 @@
 // max|row| / 127 per token and kv head, and per query row after the kernel's scale·log2 e,
 // q = round-to-nearest-even(x / scale) in [-127, 127]), which the kernel must match within its
 // int16 probabilities (2e-4); and over the original tokens and queries, the
-// quantisation error users see (bound 2e-2 of max|ref|, with and without RoPE). The integer
-// Q·Kᵀ makes the output bitwise the same on every target (and on the VNNI path). Decode and
+// quantisation error users see (bound 2e-2 of max|ref|, with and without RoPE). Targets with
+// the same tile width give the same bits with or without VNNI (test_int8_products). Decode and
 // chunk shapes, odd D, GQA/MQA, sliding windows, rings, the split-KV path, and append errors.
 #include <gtest/gtest.h>
 

@@ -125,56 +125,109 @@ TEST(Int8Products, VnniPairKernelIsExact) {
   }
 }
 
-// One decode over an int8 cache on every target. AVX3 and AVX3_DL share the fp32 blocking
-// (16 lanes, 64-key tiles) and differ only in the int8 micro-kernels (portable int32 lanes;
-// vpdpbusd and vpdpwssd on a VNNI CPU): their outputs must be equal bit for bit, which shows the
-// two give the same integers. Narrower targets take 16- or 8-key tiles, so their probabilities are
-// rounded to int16 against another tile maximum, and sum in another order: within 2e-4.
+// One decode (S_q 1, the last token's queries) over an int8 cache holding a CacheSequence's
+// tokens (its seed), with the values multiplied by value_scale and (nan_head >= 0) a NaN in that
+// head's query, on every target: each target's output, keyed "highway:<target>". Checks the
+// record's compute path on the way.
+std::map<std::string, std::vector<float>> decode_on_every_target(
+    std::int64_t heads, std::int64_t heads_kv, std::int64_t dim, std::int64_t length,
+    std::uint32_t seed, float value_scale = 1.0f, std::int64_t nan_head = -1) {
+  testing::CacheSequence seq(1, heads, heads_kv, length, dim, dim, seed);
+  KvCache cache({1, heads_kv, length, dim, dim, DType::kI8});
+  for (std::int64_t h = 0; h < heads_kv; ++h)
+    for (std::int64_t t = 0; t < length; ++t)
+      for (std::int64_t d = 0; d < dim; ++d) seq.v.view.at(0, h, t, d) *= value_scale;
+  seq.append(cache, 0, 0, length);
+  std::vector<float> q(static_cast<std::size_t>(heads * dim));
+  for (std::int64_t h = 0; h < heads; ++h)
+    for (std::int64_t d = 0; d < dim; ++d)
+      q[static_cast<std::size_t>(h * dim + d)] =
+          h == nan_head && d == 1 ? std::nanf("") : seq.q.view.at(0, h, length - 1, d);
+  std::map<std::string, std::vector<float>> outs;
+  testing::for_each_target([&] {
+    std::vector<float> out(static_cast<std::size_t>(heads * dim));
+    const RunRecord record = attend(bhsd<const float>(q.data(), 1, heads, 1, dim), cache,
+                                    bhsd(out.data(), 1, heads, 1, dim));
+    // "highway:AVX3", or "xsimd:<arch>+highway:AVX3" in the xsimd flavour (same kernel).
+    const std::string target(simd_target());
+    const std::string name = target.substr(target.find("highway:") + 8);
+    // vpdpbusd/vpdpwssd on a target from AVX3_DL up (Highway 1.0.3: AVX3_DL) of a VNNI CPU.
+    const bool vnni = (name == "AVX3_DL" || name == "AVX3_ZEN4" || name == "AVX3_SPR") &&
+                      detail::cpu_features().avx512_vnni && detail::cpu_features().os_avx512;
+    EXPECT_EQ(record.compute_path, vnni ? "int8-vnni" : "int8") << target;
+    outs["highway:" + name] = out;
+  });
+  return outs;
+}
+
+// AVX3 and AVX3_DL share the fp32 blocking (16 lanes, 64-key tiles) and differ only in the
+// int8 micro-kernels (portable int32 lanes; vpdpbusd and vpdpwssd on a VNNI CPU): their outputs
+// must be equal bit for bit, which shows the two give the same integers. Narrower targets take
+// 16- or 8-key tiles, so their probabilities are rounded to int16 against another tile maximum,
+// and sum in another order: within 2e-4. Group 4 (a 4-row micro-tile) and group 8 (6 rows and
+// a 2-row remainder).
 TEST(Int8Products, DecodeIsTheSameOnEveryTarget) {
-  for (const std::int64_t dim : {17, 64, 130}) {
-    SCOPED_TRACE("D " + std::to_string(dim));
-    const std::int64_t length = 300, heads = 8, heads_kv = 2;
-    testing::CacheSequence seq(1, heads, heads_kv, length, dim, dim, 9);
-    KvCache cache({1, heads_kv, length, dim, dim, DType::kI8});
-    seq.append(cache, 0, 0, length);
-    std::vector<float> q(static_cast<std::size_t>(heads * dim));
-    for (std::int64_t h = 0; h < heads; ++h)
-      for (std::int64_t d = 0; d < dim; ++d)
-        q[static_cast<std::size_t>(h * dim + d)] = seq.q.view.at(0, h, length - 1, d);
-    std::map<std::string, std::vector<float>> outs;
-    testing::for_each_target([&] {
-      std::vector<float> out(static_cast<std::size_t>(heads * dim));
-      const RunRecord record = attend(bhsd<const float>(q.data(), 1, heads, 1, dim), cache,
-                                      bhsd(out.data(), 1, heads, 1, dim));
-      // The record names the products: vpdpbusd/vpdpwssd on AVX3_DL of a VNNI CPU only.
-      const bool vnni = std::string(simd_target()).ends_with("highway:AVX3_DL") &&
-                        detail::cpu_features().avx512_vnni && detail::cpu_features().os_avx512;
-      EXPECT_EQ(record.compute_path, vnni ? "int8-vnni" : "int8") << simd_target();
-      // "highway:AVX3", or "xsimd:<arch>+highway:AVX3" in the xsimd flavour (same kernel).
-      const std::string target(simd_target());
-      outs[target.substr(target.find("highway:"))] = out;
-    });
-    ASSERT_FALSE(outs.empty());
-    const auto avx3 = outs.find("highway:AVX3"), avx3_dl = outs.find("highway:AVX3_DL");
-    if (avx3 != outs.end() && avx3_dl != outs.end()) {
-      const bool equal = std::memcmp(avx3->second.data(), avx3_dl->second.data(),
-                                     avx3->second.size() * sizeof(float)) == 0;
-      EXPECT_TRUE(equal) << "AVX3 and AVX3_DL differ";
-      std::printf("int8 decode D %lld: AVX3 (portable) and AVX3_DL (%s) %s\n",
-                  static_cast<long long>(dim),
-                  detail::cpu_features().avx512_vnni ? "vpdpbusd, vpdpwssd" : "portable: no VNNI",
-                  equal ? "bitwise equal" : "DIFFER");
-    } else {
-      std::printf("int8 decode D %lld: bitwise check skipped: AVX3 and AVX3_DL not both run\n",
-                  static_cast<long long>(dim));
+  for (const std::int64_t heads : {8, 16}) {
+    for (const std::int64_t dim : {17, 64, 130}) {
+      SCOPED_TRACE("H " + std::to_string(heads) + " D " + std::to_string(dim));
+      const auto outs = decode_on_every_target(heads, 2, dim, 300, 9);
+      ASSERT_FALSE(outs.empty());
+      const auto avx3 = outs.find("highway:AVX3"), avx3_dl = outs.find("highway:AVX3_DL");
+      if (avx3 != outs.end() && avx3_dl != outs.end()) {
+        const bool equal = std::memcmp(avx3->second.data(), avx3_dl->second.data(),
+                                       avx3->second.size() * sizeof(float)) == 0;
+        EXPECT_TRUE(equal) << "AVX3 and AVX3_DL differ";
+        std::printf("int8 decode H %lld D %lld: AVX3 (portable) and AVX3_DL (%s) %s\n",
+                    static_cast<long long>(heads), static_cast<long long>(dim),
+                    detail::cpu_features().avx512_vnni ? "vpdpbusd, vpdpwssd" : "portable",
+                    equal ? "bitwise equal" : "DIFFER");
+      } else {
+        std::printf("int8 decode D %lld: bitwise check skipped: AVX3 and AVX3_DL not both run\n",
+                    static_cast<long long>(dim));
+      }
+      const std::vector<float>& first = outs.begin()->second;
+      float scale = 0;
+      for (const float x : first) scale = std::max(scale, std::fabs(x));
+      for (const auto& [name, out] : outs) {
+        for (std::size_t i = 0; i < out.size(); ++i) {
+          ASSERT_LE(std::fabs(out[i] - first[i]), 2e-4f * scale)
+              << name << " vs " << outs.begin()->first << " at " << i;
+        }
+      }
     }
-    const std::vector<float>& first = outs.begin()->second;
-    float scale = 0;
-    for (const float x : first) scale = std::max(scale, std::fabs(x));
-    for (const auto& [name, out] : outs) {
-      for (std::size_t i = 0; i < out.size(); ++i) {
-        ASSERT_LE(std::fabs(out[i] - first[i]), 2e-4f * scale)
-            << name << " vs " << outs.begin()->first << " at " << i;
+  }
+}
+
+// Values 2^-100 times smaller: the weights fall below 2^-60, are rescaled by 2^64 before the
+// int16 rounding and back after the sums, all by powers of two, so every output is exactly
+// 2^-100 times the unscaled one (no precision lost to denormals).
+TEST(Int8Products, TinyValuesScaleExactly) {
+  const auto unit = decode_on_every_target(8, 2, 64, 200, 10);
+  const auto tiny = decode_on_every_target(8, 2, 64, 200, 10, 0x1p-100f);
+  for (const auto& [name, out] : unit) {
+    const std::vector<float>& small = tiny.at(name);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      ASSERT_EQ(small[i], std::ldexp(out[i], -100)) << name << " at " << i;
+    }
+  }
+}
+
+// A NaN in one query row makes that head's output NaN (as over a float cache) and leaves the
+// other heads of its kv group, which share its tiles, bit for bit as without it.
+TEST(Int8Products, ANanQueryStaysInItsRow) {
+  const std::int64_t heads = 8, dim = 32, nan_head = 5;
+  const auto clean = decode_on_every_target(heads, 2, dim, 150, 11);
+  const auto dirty = decode_on_every_target(heads, 2, dim, 150, 11, 1.0f, nan_head);
+  for (const auto& [name, out] : clean) {
+    const std::vector<float>& bad = dirty.at(name);
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t d = 0; d < dim; ++d) {
+        const auto i = static_cast<std::size_t>(h * dim + d);
+        if (h == nan_head) {
+          ASSERT_TRUE(std::isnan(bad[i])) << name << " head " << h << " d " << d;
+        } else {
+          ASSERT_EQ(bad[i], out[i]) << name << " head " << h << " d " << d;
+        }
       }
     }
   }

@@ -141,7 +141,7 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
   }
 }
 
-// Whether this target's int8 Q·Kᵀ runs on vpdpbusd (the run record's compute path).
+// Whether this target's int8 products run on vpdpbusd / vpdpwssd (the record's compute path).
 bool Int8UsesVnniOnTarget() { return UseVnni<std::int8_t>(); }
 
 // One instantiation per cache dtype: the element type is fixed for a whole run.

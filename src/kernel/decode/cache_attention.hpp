@@ -150,8 +150,8 @@ std::size_t cache_workspace_floats(const CacheSplit& split, std::int64_t batch,
                                    int threads);
 
 // What a run over a cache of `dtype` computes its products on, for the run record: "fp32"
-// (the cache widened exactly), or for int8 "int8-vnni" / "int8" (Q·Kᵀ in integers on
-// vpdpbusd / on portable int32 lanes, then an fp32 softmax and P·V).
+// (the cache widened exactly), or for int8 "int8-vnni" / "int8" (Q·Kᵀ and P·V in integers on
+// vpdpbusd and vpdpwssd / on portable int32 lanes, around an fp32 softmax).
 std::string_view cache_compute_path(DType dtype);
 
 // out (and lse) of every query row; `workspace` holds cache_workspace_floats(...) floats.

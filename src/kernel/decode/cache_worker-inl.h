@@ -5,9 +5,10 @@
 // each count its own instantiation), so 4 rows (one token, 4 query heads per kv head) run as a
 // 4-row micro-tile instead of being padded to 6.
 //
-// Elem is the cache's element type: float, or bfloat16/float16/int8, which the micro-kernels
-// widen to fp32 as they load (Ops::LoadWide), so the arithmetic and the softmax are fp32 and a
-// half cache is read at 2 bytes an element, an int8 one at 1. int8 elements stand for
+// Elem is the cache's element type: float, or bfloat16/float16, which the micro-kernels widen
+// to fp32 as they load (Ops::LoadWide), so the arithmetic and the softmax are fp32 and a half
+// cache is read at 2 bytes an element; or int8 (1 byte), whose products are integers (below),
+// through its own micro-kernels (int8_products-inl.h). int8 elements stand for
 // int8 · scale[token]. Over an int8 cache Q·Kᵀ runs in integers (int8_products-inl.h): each
 // query row is quantised to int8 once per item (scale max|row| / 127, as the keys), a tile's
 // dot products are exact int32 sums (vpdpbusd where the CPU has AVX512-VNNI), and a score is
@@ -33,7 +34,8 @@ class CacheWorker {
   static_assert(kRows <= CacheScratchLayout::kMaxRows && kLanes <= CacheScratchLayout::kMaxLanes);
   static constexpr bool kQuantized = std::is_same_v<Elem, std::int8_t>;
 
-  // vnni: the int8 Q·Kᵀ runs QuadDot64Avx512Vnni (an AVX-512 target on a CPU with VNNI).
+  // vnni: the int8 products run on QuadDot64Avx512Vnni and PairDotAvx512Vnni (an AVX-512
+  // target on a CPU with VNNI).
   CacheWorker(const CacheProblem& p, float* scratch, bool vnni = false)
       : p_(p),
         layout_(p.split.row_tile, p.kv.dim, p.kv.dv_pad),
@@ -268,15 +270,15 @@ class CacheWorker {
         SoftmaxStep<Ops, kR, kKeyVecs>(s, m() + row0, sum_lanes() + row0 * kLanes, alpha());
     if constexpr (kQuantized) {
       Int8Values<kR>(row0, v_tile, rescale);
-      return;
-    }
-    float* acc = o() + row0 * p_.kv.dv_pad;
-    if (rescale) {
-      MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kScaleRowsThenAccumulate, true, Elem>(
-          s, kWidth, v_tile, dv_pad, kWidth, acc, dv_pad, alpha(), prefetch_v_);
     } else {
-      MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kAccumulate, true, Elem>(
-          s, kWidth, v_tile, dv_pad, kWidth, acc, dv_pad, nullptr, prefetch_v_);
+      float* acc = o() + row0 * p_.kv.dv_pad;
+      if (rescale) {
+        MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kScaleRowsThenAccumulate, true, Elem>(
+            s, kWidth, v_tile, dv_pad, kWidth, acc, dv_pad, alpha(), prefetch_v_);
+      } else {
+        MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kAccumulate, true, Elem>(
+            s, kWidth, v_tile, dv_pad, kWidth, acc, dv_pad, nullptr, prefetch_v_);
+      }
     }
   }
 
@@ -314,9 +316,9 @@ class CacheWorker {
     using POps = simd::HWY_NAMESPACE::PairOps;
     float* s = scores();
     const auto dv_pad = static_cast<size_t>(p_.kv.dv_pad);
-    std::array<float, kR> w_scale;
+    std::array<float, kR> w_scale, unit;
     for (size_t r = 0; r < kR; ++r)
-      w_scale[r] = Int8Weights(s + r * kWidth, w16_.data() + r * kWidth);
+      w_scale[r] = Int8Weights(s + r * kWidth, w16_.data() + r * kWidth, unit[r]);
     float* pv = scratch_ + layout_.pv;
     constexpr size_t kPair = 2;  // keys per 16-bit lane of a value block
     if (kWidth == 64 && vnni_) {
@@ -328,10 +330,10 @@ class CacheWorker {
     }
     float* acc = o() + static_cast<size_t>(row0) * dv_pad;
     for (size_t r = 0; r < kR; ++r) {
-      const auto scale = Ops::Set(w_scale[r]), a = Ops::Set(alpha()[r]);
+      const auto scale = Ops::Set(w_scale[r]), a = Ops::Set(alpha()[r]), u = Ops::Set(unit[r]);
       for (size_t c = 0; c < dv_pad; c += kLanes) {
         float* at = acc + r * dv_pad + c;
-        const auto t = Ops::Mul(Ops::Load(pv + r * dv_pad + c), scale);
+        const auto t = Ops::Mul(Ops::Mul(Ops::Load(pv + r * dv_pad + c), scale), u);
         Ops::Store(rescale ? Ops::MulAdd(Ops::Load(at), a, t) : Ops::Add(Ops::Load(at), t), at);
       }
     }
@@ -341,8 +343,8 @@ class CacheWorker {
   // returns the weights' scale (max / 32767; 0 for a row of zeros; NaN if one is NaN, so the
   // output is NaN as over a float cache, the int16 weights then being meaningless). A row
   // whose largest weight is below 2^-60 is first multiplied by 2^64 (exact), so 32767 / max
-  // stays finite.
-  float Int8Weights(float* row, std::int16_t* w16) const {
+  // stays finite and the scale stays normal; `unit` (2^-64, else 1) undoes it after the sums.
+  float Int8Weights(float* row, std::int16_t* w16, float& unit) const {
     using POps = simd::HWY_NAMESPACE::PairOps;
     auto top = Ops::Zero(), total = Ops::Zero();  // the sum carries a NaN, which Max may drop
     for (size_t v = 0; v < kKeyVecs; ++v) {
@@ -351,8 +353,9 @@ class CacheWorker {
       top = Ops::Max(top, w);
       total = Ops::Add(total, w);
     }
+    unit = 1.0f;
     if (std::isnan(Ops::ReduceSum(total))) return std::numeric_limits<float>::quiet_NaN();
-    float max = Ops::ReduceMax(top), unit = 1.0f;
+    float max = Ops::ReduceMax(top);
     if (max > 0.0f && max < 0x1p-60f) {
       for (size_t v = 0; v < kKeyVecs; ++v) {
         Ops::Store(Ops::Mul(Ops::Load(row + v * kLanes), Ops::Set(0x1p64f)), row + v * kLanes);
@@ -363,7 +366,7 @@ class CacheWorker {
     const float mul = max > 0.0f ? 32767.0f / max : 0.0f;
     for (size_t v = 0; v < kKeyVecs; ++v)
       POps::QuantizeWeights(row + v * kLanes, mul, w16 + v * kLanes);
-    return max / 32767.0f * unit;
+    return max / 32767.0f;
   }
 
   // ALiBi on rows [row0, row0 + rows) of the tile's scores, before the mask.

@@ -10,6 +10,14 @@
 // No include guard and no namespace: cache_attention.cpp includes this inside its per-target
 // namespace (within seqattn), after src/simd/highway_ops-inl.h and src/simd/prefetch.hpp.
 
+// Prefetches (into L2) the lines that start inside [p, p + bytes), `ahead` bytes further on:
+// a line shared by several narrow tiles or column passes is asked for once, by the pass its
+// start falls in.
+HWY_INLINE void PrefetchLinesStartingIn(const std::int8_t* p, size_t bytes, std::ptrdiff_t ahead) {
+  const size_t first = (64 - reinterpret_cast<std::uintptr_t>(p) % 64) % 64;
+  for (size_t b = first; b < bytes; b += 64) simd::PrefetchToL2(p + ahead + b);
+}
+
 // The accumulator block of an integer micro-kernel: zeroed, and stored as floats.
 template <class IOps, size_t kRows, size_t kVecs>
 HWY_INLINE void ZeroSums(typename IOps::V (&acc)[kRows][kVecs]) {
@@ -42,9 +50,7 @@ HWY_INLINE void QuadDotTile(const std::int8_t* HWY_RESTRICT q, size_t q_stride,
   ZeroSums<QOps>(acc);
   for (size_t c = 0; c < quads; ++c) {
     const std::int8_t* HWY_RESTRICT quad_row = k + c * quad_stride;
-    if (prefetch != 0) {
-      for (size_t b = 0; b < kTileBytes; b += 64) simd::PrefetchToL2(quad_row + prefetch + b);
-    }
+    if (prefetch != 0) PrefetchLinesStartingIn(quad_row, kTileBytes, prefetch);
     for (size_t v = 0; v < kVecs; ++v) {
       V bytes[4];
       QOps::Bytes(QOps::Load(quad_row + v * kLanes * 4), bytes);
@@ -70,9 +76,7 @@ HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stri
   ZeroSums<POps>(acc);
   for (size_t p = 0; p < pairs; ++p) {
     const std::int8_t* HWY_RESTRICT pair = v + p * pair_stride;
-    if (prefetch != 0) {
-      for (size_t b = 0; b < kChunkBytes; b += 64) simd::PrefetchToL2(pair + prefetch + b);
-    }
+    if (prefetch != 0) PrefetchLinesStartingIn(pair, kChunkBytes, prefetch);
     for (size_t c = 0; c < kVecs; ++c) {
       V low, high;
       POps::Halves(POps::Load(pair + 2 * c * kLanes), low, high);
