@@ -431,7 +431,6 @@ detail::PackedKv KvCacheAccess::packed(const KvCache& cache) {
   p.batch = m.shape.batch;
   p.heads_kv = m.shape.heads_kv;
   p.dim = m.shape.dim;
-  p.key_rows = m.key_rows;
   p.dim_v = m.shape.dim_v;
   p.dv_pad = m.dv_pad;
   p.capacity = m.shape.capacity;

@@ -142,22 +142,22 @@ void PagedKvCache::Impl::write(const Sequence& s, const TensorView<const Src>& k
       const std::int64_t block = s.blocks[static_cast<std::size_t>(pos / kKvBlock)];
       for (std::int64_t hk = 0; hk < heads; ++hk) {
         const std::int64_t sub = block * heads + hk;  // the (block, kv head) sub-block
-        Dst* key = reinterpret_cast<Dst*>(k.get()) + sub * key_rows * kKvBlock + slot;
-        Dst* value = reinterpret_cast<Dst*>(v.get()) + (sub * kKvBlock + slot) * dv_pad;
+        Dst* key_block = reinterpret_cast<Dst*>(k.get()) + sub * key_rows * kKvBlock;
+        Dst* value_block = reinterpret_cast<Dst*>(v.get()) + sub * kKvBlock * dv_pad;
         detail::widen_key_row(kt.ptr(0, hk, t), kt.strides[3], dim, r, pos, row);
         if constexpr (std::is_same_v<Dst, std::int8_t>) {
           const float* sc = scales.data() + (hk * n + t) * 2;
-          detail::quantize_int8_key(row, dim, sc[0], key - slot, slot, kKvBlock);
+          detail::quantize_int8_key(row, dim, sc[0], key_block, slot, kKvBlock);
           detail::widen_row(vt.ptr(0, hk, t), vt.strides[3], shape.dim_v, row);
-          detail::quantize_int8_value(row, shape.dim_v, sc[1], value - slot * dv_pad, slot, dv_pad);
+          detail::quantize_int8_value(row, shape.dim_v, sc[1], value_block, slot, dv_pad);
           k_scale[static_cast<std::size_t>(sub * kKvBlock + slot)] = sc[0];
           v_scale[static_cast<std::size_t>(sub * kKvBlock + slot)] = sc[1];
         } else {
           for (std::int64_t d = 0; d < dim; ++d)
-            key[d * kKvBlock] = detail::convert_element<Dst>(row[d]);
+            key_block[d * kKvBlock + slot] = detail::convert_element<Dst>(row[d]);
           const Src* vs = vt.ptr(0, hk, t);
           for (std::int64_t d = 0; d < shape.dim_v; ++d)
-            value[d] = detail::convert_element<Dst>(vs[d * vt.strides[3]]);
+            value_block[slot * dv_pad + d] = detail::convert_element<Dst>(vs[d * vt.strides[3]]);
         }
       }
     }
@@ -334,7 +334,6 @@ PagedView PagedKvCacheAccess::view(const PagedKvCache& cache,
   p.batch = static_cast<std::int64_t>(sequences.size());
   p.heads_kv = m.shape.heads_kv;
   p.dim = m.shape.dim;
-  p.key_rows = m.key_rows;
   p.dim_v = m.shape.dim_v;
   p.dv_pad = m.dv_pad;
   p.capacity = max_length;

@@ -27,6 +27,14 @@ namespace {
 
 constexpr std::size_t kQuadRow = 256;  // bytes from one quad of a 64-key block to the next
 
+// Whether the library runs its VNNI micro-kernels here (the CPU has them, the OS saves ZMM).
+bool cpu_has_vnni() {
+  const detail::CpuFeatures& cpu = detail::cpu_features();
+  return cpu.avx512_vnni && cpu.os_avx512;
+}
+constexpr const char* kNoVnni =
+    "skipped: no AVX512-VNNI (the portable micro-kernels are tested on every target) on ";
+
 // Σ_d q[r][d]·k(t, d) in int64, keys in quads: element (t, d) at (d/4)·256 + 4t + d%4.
 std::int64_t reference_dot(const std::int8_t* q, const std::int8_t* k, std::size_t quads,
                            std::size_t t) {
@@ -36,11 +44,7 @@ std::int64_t reference_dot(const std::int8_t* q, const std::int8_t* k, std::size
 }
 
 TEST(Int8Products, VnniMicroKernelIsExact) {
-  const detail::CpuFeatures& cpu = detail::cpu_features();
-  if (!cpu.avx512_vnni || !cpu.os_avx512) {
-    GTEST_SKIP() << "skipped: this CPU (" << cpu.describe()
-                 << ") has no AVX512-VNNI; the portable micro-kernel is tested on every target";
-  }
+  if (!cpu_has_vnni()) GTEST_SKIP() << kNoVnni << detail::cpu_features().describe();
   std::mt19937 gen(5);
   std::uniform_int_distribution<int> byte(-127, 127);
   for (const std::size_t quads : {1, 3, 5, 32, 33}) {
@@ -86,11 +90,7 @@ std::int64_t reference_pair_dot(const std::int16_t* w, const std::int8_t* v, std
 }
 
 TEST(Int8Products, VnniPairKernelIsExact) {
-  const detail::CpuFeatures& cpu = detail::cpu_features();
-  if (!cpu.avx512_vnni || !cpu.os_avx512) {
-    GTEST_SKIP() << "skipped: this CPU (" << cpu.describe()
-                 << ") has no AVX512-VNNI; the portable micro-kernel is tested on every target";
-  }
+  if (!cpu_has_vnni()) GTEST_SKIP() << kNoVnni << detail::cpu_features().describe();
   std::mt19937 gen(6);
   std::uniform_int_distribution<int> byte(-127, 127), weight(0, 32767);
   for (const std::size_t cols : {16, 48, 64, 80, 144}) {
@@ -152,8 +152,8 @@ std::map<std::string, std::vector<float>> decode_on_every_target(
     const std::string target(simd_target());
     const std::string name = target.substr(target.find("highway:") + 8);
     // vpdpbusd/vpdpwssd on a target from AVX3_DL up (Highway 1.0.3: AVX3_DL) of a VNNI CPU.
-    const bool vnni = (name == "AVX3_DL" || name == "AVX3_ZEN4" || name == "AVX3_SPR") &&
-                      detail::cpu_features().avx512_vnni && detail::cpu_features().os_avx512;
+    const bool vnni =
+        (name == "AVX3_DL" || name == "AVX3_ZEN4" || name == "AVX3_SPR") && cpu_has_vnni();
     EXPECT_EQ(record.compute_path, vnni ? "int8-vnni" : "int8") << target;
     outs["highway:" + name] = out;
   });
@@ -179,7 +179,7 @@ TEST(Int8Products, DecodeIsTheSameOnEveryTarget) {
         EXPECT_TRUE(equal) << "AVX3 and AVX3_DL differ";
         std::printf("int8 decode H %lld D %lld: AVX3 (portable) and AVX3_DL (%s) %s\n",
                     static_cast<long long>(heads), static_cast<long long>(dim),
-                    detail::cpu_features().avx512_vnni ? "vpdpbusd, vpdpwssd" : "portable",
+                    cpu_has_vnni() ? "vpdpbusd, vpdpwssd" : "portable",
                     equal ? "bitwise equal" : "DIFFER");
       } else {
         std::printf("int8 decode D %lld: bitwise check skipped: AVX3 and AVX3_DL not both run\n",

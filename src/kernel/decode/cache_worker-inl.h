@@ -36,7 +36,7 @@ class CacheWorker {
 
   // vnni: the int8 products run on QuadDot64Avx512Vnni and PairDotAvx512Vnni (an AVX-512
   // target on a CPU with VNNI).
-  CacheWorker(const CacheProblem& p, float* scratch, bool vnni = false)
+  CacheWorker(const CacheProblem& p, float* scratch, bool vnni)
       : p_(p),
         layout_(p.split.row_tile, p.kv.dim, p.kv.dv_pad),
         scratch_(scratch),
@@ -168,7 +168,7 @@ class CacheWorker {
   // quads, with its scale and element sum. A row with a non-finite element gets scale NaN
   // (and zero bytes), so its scores and output are NaN, as over a float cache.
   void quantize_query(std::int64_t r, const float* row) {
-    const std::int64_t dim = p_.kv.dim, rows = p_.kv.key_rows;
+    const std::int64_t dim = p_.kv.dim, rows = p_.kv.key_rows();
     std::int8_t* dst = q8() + r * rows;
     const float scale = int8_row_scale(row, dim);
     const bool finite = std::isfinite(scale);
@@ -287,7 +287,7 @@ class CacheWorker {
   template <size_t kR>
   void Int8Scores(std::int64_t row0, const Elem* k_tile, float* s) const {
     using QOps = simd::HWY_NAMESPACE::QuadOps;
-    const auto rows = static_cast<size_t>(p_.kv.key_rows);
+    const auto rows = static_cast<size_t>(p_.kv.key_rows());
     const std::int8_t* q = q8() + static_cast<size_t>(row0) * rows;
     constexpr size_t kQuadRow = kKeyQuad * kKvBlock;  // bytes from one quad of keys to the next
     static_assert(kR <= 6 && QOps::kLanes == kLanes, "the VNNI kernels take 1-6 rows");

@@ -37,7 +37,6 @@ struct PackedKv {
   DType dtype = DType::kF32;              // of k and v
   const std::int64_t* lengths = nullptr;  // [B]: tokens appended (absolute positions)
   std::int64_t batch = 0, heads_kv = 0, dim = 0, dim_v = 0, dv_pad = 0;
-  std::int64_t key_rows = 0;  // key_rows_of(dtype, dim)
   std::int64_t capacity = 0;  // tokens kept per sequence
   std::int64_t blocks = 0;    // storage blocks per (batch, kv head): ceil(capacity / 64)
   bool ring = false;
@@ -50,6 +49,8 @@ struct PackedKv {
   std::int64_t table_width = 0;
 
   std::int64_t length(std::int64_t b) const { return lengths[b]; }
+  // Rows of a key block: D, or whole quads of D for int8 (the caches' own layout rule).
+  std::int64_t key_rows() const { return key_rows_of(dtype, dim); }
   // First position still stored: a ring keeps the last `capacity` tokens.
   std::int64_t base(std::int64_t b) const {
     return lengths[b] > capacity ? lengths[b] - capacity : 0;
@@ -58,7 +59,7 @@ struct PackedKv {
   // T is the dtype's element type (float, bfloat16, float16 or std::int8_t).
   template <class T>
   const T* key_block(std::int64_t b, std::int64_t hk, std::int64_t j) const {
-    return static_cast<const T*>(k) + block_index(b, hk, j) * key_rows * kKvBlock;
+    return static_cast<const T*>(k) + block_index(b, hk, j) * key_rows() * kKvBlock;
   }
   template <class T>
   const T* value_block(std::int64_t b, std::int64_t hk, std::int64_t j) const {
