@@ -54,7 +54,14 @@ class CacheWorker {
     n_ = n;
     k0_ = k0;
     k1_ = k1;
-    load_queries();
+    // The chunks of one row tile (64 per tile at S_k 32768) share its queries: they are
+    // scaled, rotated and quantised once. Per chunk that preparation was 8% of an int8 decode.
+    const std::array<std::int64_t, 4> rows{b, hk, r0, n};
+    if (rows != prepared_rows_) {
+      load_queries();
+      prepared_rows_ = rows;
+    }
+    reset_accumulators();
     std::int64_t lo = k1, hi = k0;
     for (std::int64_t r = 0; r < n; ++r) {
       const CacheKeyRange range = row_range(r);
@@ -137,7 +144,7 @@ class CacheWorker {
     return {std::max(range.lo, k0_), std::min(range.hi, k1_)};
   }
 
-  // Scaled queries in log2 units; accumulators reset.
+  // Scaled queries in log2 units (int8: also quantised).
   void load_queries() {
     const float mul = p_.scale * kLog2e;
     const std::int64_t dim = p_.kv.dim, step = p_.q.strides[3];
@@ -159,6 +166,9 @@ class CacheWorker {
       }
       if constexpr (kQuantized) quantize_query(r, dst);
     }
+  }
+
+  void reset_accumulators() {
     std::fill(o(), o() + n_ * p_.kv.dv_pad, 0.0f);
     std::fill(m(), m() + n_, -std::numeric_limits<float>::infinity());
     std::fill(sum_lanes(), sum_lanes() + n_ * static_cast<std::int64_t>(kLanes), 0.0f);
@@ -420,6 +430,7 @@ class CacheWorker {
   const RopeTables* rope_;
   const PositionalTables* alibi_;  // null without ALiBi
   std::int64_t angles_position_ = 0;
+  std::array<std::int64_t, 4> prepared_rows_{-1, -1, -1, -1};  // (b, hk, r0, n) of q() / q8()
   bool vnni_;
   std::array<float, kCacheRowTile> q_scale_{};  // int8: each query row's scale and sum
   std::array<std::int32_t, kCacheRowTile> q_sum_{};

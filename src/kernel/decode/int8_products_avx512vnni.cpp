@@ -20,6 +20,21 @@
 namespace seqattn::detail {
 namespace {
 
+// acc += the products of a and b, in place. Not the intrinsics: g++ 12 does not keep their
+// accumulator in the instruction's destination register. For every vpdpwssd / vpdpbusd it
+// emitted two register copies, and it spilled accumulators to the stack (the 4-row P·V loop
+// held 76 vmovdqa for 16 vpdpwssd). An asm statement with a "+v" operand leaves the
+// accumulator where it is.
+// AT&T order: vpdpbusd b, a, acc adds the products of a's unsigned bytes and b's signed bytes.
+inline __m512i AddBytePairs(__m512i acc, __m512i unsigned_a, __m512i signed_b) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(unsigned_a), "v"(signed_b));
+  return acc;
+}
+inline __m512i AddWordPairs(__m512i acc, __m512i a, __m512i b) {
+  asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+
 template <std::size_t kRows>
 void QuadDot64(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q_sums,
                const std::int8_t* k, std::size_t quad_stride, std::size_t quads, float* out,
@@ -43,7 +58,7 @@ void QuadDot64(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q
       std::int32_t quad;
       std::memcpy(&quad, q + r * q_stride + 4 * c, 4);
       const __m512i qv = _mm512_set1_epi32(quad);
-      for (std::size_t v = 0; v < kVecs; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], kv[v], qv);
+      for (std::size_t v = 0; v < kVecs; ++v) acc[r][v] = AddBytePairs(acc[r][v], kv[v], qv);
     }
   }
   for (std::size_t r = 0; r < kRows; ++r) {
@@ -80,7 +95,7 @@ void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8
       std::int32_t both;
       std::memcpy(&both, w + r * w_stride + 2 * p, 4);
       const __m512i wv = _mm512_set1_epi32(both);
-      for (std::size_t c = 0; c < kVecs; ++c) acc[r][c] = _mm512_dpwssd_epi32(acc[r][c], vv[c], wv);
+      for (std::size_t c = 0; c < kVecs; ++c) acc[r][c] = AddWordPairs(acc[r][c], vv[c], wv);
     }
   }
   for (std::size_t r = 0; r < kRows; ++r) {
