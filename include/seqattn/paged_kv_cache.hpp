@@ -1,8 +1,10 @@
 // PagedKvCache: the keys and values of many sequences in one pool of fixed-size blocks, as a
-// serving engine keeps them. A sequence holds a table of blocks, not a reserved capacity;
+// serving engine keeps them. A sequence holds a table of blocks, not reserved token storage;
 // sequences join (add, fork) and leave (free) while others continue; a fork shares its parent's
 // blocks and copies the partially filled last one only when one of them appends to it.
 // Attention runs over a batch of sequences, each with its own length (AttentionPlan::run).
+// add, fork, reserve, append and free change shared state (the free list, the append scratch):
+// one caller at a time, and not during a run; runs and the const accessors may share a pool.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +48,13 @@ class PagedKvCache {
   // the partially filled last block is shared too until the parent or the child appends to it,
   // which then copies it first (copy-on-write). Error for an unknown or freed parent.
   SequenceId fork(SequenceId parent);
+  // Sizes `sequence`'s block table for `tokens` tokens in all (blocks are still taken only as
+  // it grows), so that appends up to that length allocate nothing on the heap (an i8 pool also
+  // keeps its scale scratch at the longest append so far): a serving loop that reserves each
+  // sequence's budget when it admits it decodes without allocating. A fork inherits its
+  // parent's reservation. The table otherwise grows geometrically. Error for an unknown or
+  // freed sequence, or for tokens outside 0 .. the pool's token slots (blocks · 64).
+  void reserve(SequenceId sequence, std::int64_t tokens);
   // Ends a sequence: its blocks return to the pool once no other sequence shares them.
   void free(SequenceId sequence);
 

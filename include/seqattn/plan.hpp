@@ -73,9 +73,13 @@ struct RunArgs {
 
 class AttentionPlan {
  public:
-  // Scratch a run over a KvCache or PagedKvCache needs (RunArgs::workspace). With a caller's
-  // workspace, a steady decode loop over a float32 q and out allocates nothing on the heap
-  // (tests/kv_cache/test_steady_alloc.cpp counts).
+  // Scratch a run over a KvCache or PagedKvCache needs (RunArgs::workspace): the kernel's
+  // scratch, a paged batch's block tables, then fp32 copies of a half q and out, the last
+  // 4·B·H_q·S_q·(D + D_v) bytes (each copy rounded up to 64 bytes). With a caller's workspace
+  // of this size, a steady decode loop allocates nothing on the heap, whatever the q and out
+  // dtypes (tests/kv_cache/test_steady_alloc.cpp counts). A workspace without the staging part
+  // is accepted too (f32 q and out never use it; a half one is then staged in allocations):
+  // for a long prefill chunk over a cache, it is as large as q and out in fp32.
   std::size_t workspace_bytes() const;
 
   // Attention over q, k, v (shapes as planned; any strides; out must not overlap an input).

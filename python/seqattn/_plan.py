@@ -70,7 +70,8 @@ class PagedKvCache:
 
     PagedKvCache(heads_kv, dim, dim_v=None, *, blocks, dtype="float32", rope=None). add() and
     fork(parent) return a sequence id (fork shares the parent's blocks; a shared partial block
-    is copied when either appends to it); free(id) returns its blocks to the pool. Run a batch
+    is copied when either appends to it); reserve(id, tokens) sizes a sequence's block table so
+    appends up to that length allocate nothing; free(id) returns its blocks to the pool. Run a batch
     of sequences with plan(cache=pool, batch=B, heads_q=, seq_q=, max_length=).run(q,
     cache=pool, sequences=[ids]). Errors change nothing (an append past the pool, a freed id).
     """
@@ -85,6 +86,11 @@ class PagedKvCache:
 
     def fork(self, parent):
         return self._cache.fork(int(parent))
+
+    def reserve(self, sequence, tokens):
+        """Sizes a sequence's block table for `tokens` tokens in all (no blocks are taken), so
+        that appends up to that length allocate nothing."""
+        self._cache.reserve(int(sequence), int(tokens))
 
     def free(self, sequence):
         self._cache.free(int(sequence))

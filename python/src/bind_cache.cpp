@@ -73,6 +73,13 @@ void register_paged(py::module_& m) {
           },
           py::arg("parent"))
       .def(
+          "reserve",
+          [](PyPagedKvCache& c, Id id, std::int64_t tokens) {
+            std::unique_lock writing(c.mutex);
+            c.cache.reserve(id, tokens);
+          },
+          py::arg("sequence"), py::arg("tokens"))
+      .def(
           "free",
           [](PyPagedKvCache& c, Id id) {
             std::unique_lock writing(c.mutex);

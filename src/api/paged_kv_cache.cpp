@@ -50,6 +50,12 @@ struct PagedKvCache::Impl {
   std::unordered_map<SequenceId, Sequence> live;
   SequenceId next_id = 0;
   std::optional<detail::RopeTables> rope;
+  // An append's scratch, kept so that a steady decode loop allocates nothing: one widened row
+  // (3·max(D, D_v) floats, sized by the constructor) and, for i8, every new token's scales
+  // (grown to the largest append so far: 8·H_kv bytes a token, 6.4 MB after a 100k-token
+  // prompt at H_kv 8, kept for the pool's life).
+  std::vector<float> row;
+  std::vector<float> scales;
 
   Sequence& find(SequenceId id, const char* argument) {
     auto it = live.find(id);
@@ -92,23 +98,21 @@ struct PagedKvCache::Impl {
     release(block);
     return b;
   }
-  // row: 3·max(D, D_v) floats of scratch (allocated by the caller before any change).
+  // Writes the tokens through `row`, with (i8) the scales int8_scales left in `scales`.
   template <class Src>
-  void write(const Sequence& s, const TensorView<const Src>& kt, const TensorView<const Src>& vt,
-             const std::vector<float>& scales, float* row);
+  void write(const Sequence& s, const TensorView<const Src>& kt, const TensorView<const Src>& vt);
+  // (i8) Every token's key and value scales into `scales`, checked before anything is written.
   template <class Src>
-  std::vector<float> int8_scales(const Sequence& s, const TensorView<const Src>& kt,
-                                 const TensorView<const Src>& vt) const;
+  void int8_scales(const Sequence& s, const TensorView<const Src>& kt,
+                   const TensorView<const Src>& vt);
 };
 
 // (i8) Every token's key and value scales, before anything is written: [hk][t][k, v].
 template <class Src>
-std::vector<float> PagedKvCache::Impl::int8_scales(const Sequence& s,
-                                                   const TensorView<const Src>& kt,
-                                                   const TensorView<const Src>& vt) const {
+void PagedKvCache::Impl::int8_scales(const Sequence& s, const TensorView<const Src>& kt,
+                                     const TensorView<const Src>& vt) {
   const std::int64_t n = kt.shape[2], heads = shape.heads_kv;
-  std::vector<float> scales(static_cast<std::size_t>(heads * n * 2));
-  std::vector<float> row(static_cast<std::size_t>(3 * std::max(shape.dim, shape.dim_v)));
+  scales.resize(static_cast<std::size_t>(heads * n * 2));  // allocates only to grow
   const detail::RopeTables* r = rope ? &*rope : nullptr;
   for (std::int64_t hk = 0; hk < heads; ++hk) {
     for (std::int64_t t = 0; t < n; ++t) {
@@ -125,15 +129,14 @@ std::vector<float> PagedKvCache::Impl::int8_scales(const Sequence& s,
       }
     }
   }
-  return scales;
 }
 
 // Token t goes to position length + t: slot (length + t) % 64 of table block (length + t) / 64.
 template <class Src>
 void PagedKvCache::Impl::write(const Sequence& s, const TensorView<const Src>& kt,
-                               const TensorView<const Src>& vt, const std::vector<float>& scales,
-                               float* row) {
+                               const TensorView<const Src>& vt) {
   const std::int64_t n = kt.shape[2], heads = shape.heads_kv, dim = shape.dim;
+  float* buf = row.data();
   const detail::RopeTables* r = rope ? &*rope : nullptr;
   detail::visit_cache_element(shape.dtype, [&](auto elem) {
     using Dst = decltype(elem);
@@ -144,17 +147,17 @@ void PagedKvCache::Impl::write(const Sequence& s, const TensorView<const Src>& k
         const std::int64_t sub = block * heads + hk;  // the (block, kv head) sub-block
         Dst* key_block = reinterpret_cast<Dst*>(k.get()) + sub * key_rows * kKvBlock;
         Dst* value_block = reinterpret_cast<Dst*>(v.get()) + sub * kKvBlock * dv_pad;
-        detail::widen_key_row(kt.ptr(0, hk, t), kt.strides[3], dim, r, pos, row);
+        detail::widen_key_row(kt.ptr(0, hk, t), kt.strides[3], dim, r, pos, buf);
         if constexpr (std::is_same_v<Dst, std::int8_t>) {
           const float* sc = scales.data() + (hk * n + t) * 2;
-          detail::quantize_int8_key(row, dim, sc[0], key_block, slot, kKvBlock);
-          detail::widen_row(vt.ptr(0, hk, t), vt.strides[3], shape.dim_v, row);
-          detail::quantize_int8_value(row, shape.dim_v, sc[1], value_block, slot, dv_pad);
+          detail::quantize_int8_key(buf, dim, sc[0], key_block, slot, kKvBlock);
+          detail::widen_row(vt.ptr(0, hk, t), vt.strides[3], shape.dim_v, buf);
+          detail::quantize_int8_value(buf, shape.dim_v, sc[1], value_block, slot, dv_pad);
           k_scale[static_cast<std::size_t>(sub * kKvBlock + slot)] = sc[0];
           v_scale[static_cast<std::size_t>(sub * kKvBlock + slot)] = sc[1];
         } else {
           for (std::int64_t d = 0; d < dim; ++d)
-            key_block[d * kKvBlock + slot] = detail::convert_element<Dst>(row[d]);
+            key_block[d * kKvBlock + slot] = detail::convert_element<Dst>(buf[d]);
           const Src* vs = vt.ptr(0, hk, t);
           for (std::int64_t d = 0; d < shape.dim_v; ++d)
             value_block[slot * dv_pad + d] = detail::convert_element<Dst>(vs[d * vt.strides[3]]);
@@ -207,6 +210,7 @@ PagedKvCache::PagedKvCache(const PagedKvCacheShape& shape) : impl_(std::make_uni
     m.rope.emplace();
     detail::init_cache_rope(*m.rope, *shape.rope, shape.dim);
   }
+  m.row.resize(static_cast<std::size_t>(3 * std::max(shape.dim, shape.dim_v)));
   m.refs.assign(static_cast<std::size_t>(shape.blocks), 0);
   m.free_list.resize(static_cast<std::size_t>(shape.blocks));
   for (std::int64_t b = 0; b < shape.blocks; ++b) {
@@ -225,10 +229,20 @@ PagedKvCache::SequenceId PagedKvCache::add() {
 
 PagedKvCache::SequenceId PagedKvCache::fork(SequenceId parent) {
   Impl::Sequence copy = impl_->find(parent, "parent");
+  copy.blocks.reserve(impl_->find(parent, "parent").blocks.capacity());  // its reservation
   // The new entry first: if it throws (bad_alloc), no count has changed.
   const Impl::Sequence& child = impl_->live.emplace(impl_->next_id, std::move(copy)).first->second;
   for (const std::int64_t b : child.blocks) ++impl_->refs[static_cast<std::size_t>(b)];
   return impl_->next_id++;
+}
+
+void PagedKvCache::reserve(SequenceId sequence, std::int64_t tokens) {
+  Impl::Sequence& s = impl_->find(sequence, "sequence");
+  if (tokens < 0 || tokens > impl_->shape.blocks * kKvBlock) {
+    fail("tokens", "0 .. the pool's " + str(impl_->shape.blocks * kKvBlock) + " token slots",
+         str(tokens), "reserve() sizes a block table; it cannot outgrow the pool");
+  }
+  s.blocks.reserve(static_cast<std::size_t>((tokens + kKvBlock - 1) / kKvBlock));
 }
 
 void PagedKvCache::free(SequenceId sequence) {
@@ -261,14 +275,17 @@ void PagedKvCache::append(SequenceId sequence, const AnyConstTensor& k, const An
   detail::visit_element(k.dtype, [&](auto src) {
     using Src = decltype(src);
     const TensorView<const Src> kt = k.as<Src>(), vt = v.as<Src>();
-    const std::vector<float> scales =
-        m.shape.dtype == DType::kI8 ? m.int8_scales(s, kt, vt) : std::vector<float>{};
+    if (m.shape.dtype == DType::kI8) m.int8_scales(s, kt, vt);
     // Every allocation before the first change to the pool: past this point nothing throws.
-    s.blocks.reserve(static_cast<std::size_t>(held + fresh));
-    std::vector<float> row(static_cast<std::size_t>(3 * std::max(m.shape.dim, m.shape.dim_v)));
+    // The table grows geometrically (reserve() sizes it up front).
+    const auto entries = static_cast<std::size_t>(held + fresh);
+    if (s.blocks.capacity() < entries) {
+      const auto pool = static_cast<std::size_t>(m.shape.blocks);
+      s.blocks.reserve(std::max(entries, std::min(2 * s.blocks.size(), pool)));
+    }
     if (copy) s.blocks.back() = m.copy_of(s.blocks.back());
     for (std::int64_t i = 0; i < fresh; ++i) s.blocks.push_back(m.take());
-    m.write(s, kt, vt, scales, row.data());
+    m.write(s, kt, vt);
   });
   s.length += n;
 }

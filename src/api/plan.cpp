@@ -59,6 +59,11 @@ void plan_cache_path(detail::PlanState& st) {
   const std::size_t table_width =
       static_cast<std::size_t>((s.seq_k + detail::kKvBlock - 1) / detail::kKvBlock);
   st.paged_table_bytes = round64(8 * static_cast<std::size_t>(s.batch) * (1 + table_width));
+  // A half q or out (or q rounded by fp32_precision) is staged in fp32 (detail::F32Staging):
+  // each buffer 64-byte aligned.
+  const auto rows = static_cast<std::size_t>(s.batch * s.heads_q * s.seq_q);
+  st.staging_bytes = round64(4 * rows * static_cast<std::size_t>(s.dim)) +
+                     round64(4 * rows * static_cast<std::size_t>(s.dim_v));
 }
 
 RunRecord record_of(const detail::PlanState& st, const detail::Cost& cost, int threads,
@@ -108,7 +113,7 @@ AttentionPlan make_plan(const AttentionShape& shape, const AttentionOptions& opt
 }
 
 std::size_t AttentionPlan::workspace_bytes() const {
-  return state_->cache_workspace_bytes + state_->paged_table_bytes;
+  return state_->cache_workspace_bytes + state_->paged_table_bytes + state_->staging_bytes;
 }
 const AttentionShape& AttentionPlan::shape() const { return state_->shape; }
 Variant AttentionPlan::variant() const { return state_->id; }
@@ -119,7 +124,8 @@ bool all_f32(std::initializer_list<DType> types) {
   return std::all_of(types.begin(), types.end(), [](DType t) { return t == DType::kF32; });
 }
 
-// A caller's workspace for a run over a cache: large enough and 64-byte aligned.
+// A caller's workspace for a run over a cache: 64-byte aligned and large enough for the
+// kernel's scratch and the tables; the staging part is optional (used when present).
 void check_workspace(const detail::PlanState& st, std::span<std::byte> workspace) {
   if (workspace.empty()) return;
   const std::size_t need = st.cache_workspace_bytes + st.paged_table_bytes;
@@ -150,6 +156,17 @@ std::span<std::int64_t> paged_tables(const detail::PlanState& st, std::span<std:
   if (workspace.empty()) return {};
   return {reinterpret_cast<std::int64_t*>(workspace.data() + st.cache_workspace_bytes),
           st.paged_table_bytes / 8};
+}
+
+// Where a cache run stages a half q and out in fp32: the end of the caller's workspace (none
+// without one, or when it stops short of workspace_bytes(): the staging allocates).
+std::span<float> staging_arena(const detail::PlanState& st, std::span<std::byte> workspace) {
+  if (workspace.size() < st.cache_workspace_bytes + st.paged_table_bytes + st.staging_bytes) {
+    return {};
+  }
+  return {
+      reinterpret_cast<float*>(workspace.data() + st.cache_workspace_bytes + st.paged_table_bytes),
+      st.staging_bytes / 4};
 }
 
 // Operands are bf16 when each is a bf16 tensor or an f32 one that fp32_precision rounds.
@@ -231,7 +248,7 @@ RunRecord run_over_cache(const detail::PlanState& st, const AnyConstTensor& q, c
   // computes Q·Kᵀ and P·V in integers: the record says so, detail::cache_compute_path).
   const detail::ComputePath path = detail::ComputePath::kFp32;
   const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;
-  detail::F32Staging staging;
+  detail::F32Staging staging(staging_arena(st, args.workspace));
   ConstTensor q32 = q.as<float>();
   Tensor out32 = out.as<float>();
   if (rounds || !all_f32({q.dtype, out.dtype})) {

@@ -65,6 +65,19 @@ ConstTensor head_view(const float* data, std::int64_t batch, std::int64_t seq, s
 
 }  // namespace
 
+const AttentionPlan& MultiHeadAttention::Impl::plan_for(const AttentionShape& shape,
+                                                        const AttentionOptions& options) {
+  const AttentionOptions planned = detail::plan_options(options);
+  if (!plan || plan->shape() != shape || plan_causal != planned.mask.causal ||
+      plan_precision != planned.fp32_precision) {
+    plan.reset();  // a make_plan that throws leaves no plan behind
+    plan = make_plan(shape, planned);
+    plan_causal = planned.mask.causal;
+    plan_precision = planned.fp32_precision;
+  }
+  return *plan;
+}
+
 void MultiHeadAttention::Impl::check_ready() const {
   constexpr const char* kWeights[4] = {"W_Q", "W_K", "W_V", "W_O"};
   constexpr const char* kBiases[4] = {"b_Q", "b_K", "b_V", "b_O"};
@@ -256,7 +269,8 @@ MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
   // On tiles the layer is bf16 throughout: q, k and v are rounded as a bf16 module's would be.
   options.fp32_precision =
       path != detail::ComputePath::kFp32 ? Fp32Precision::kBf16 : m.config.fp32_precision;
-  record.attention = attend(qv, kvw, vv, ov, options);
+  record.attention = m.plan_for(detail::shape_of(qv, kvw, vv, ov), options)
+                         .run(qv, kvw, vv, ov, detail::run_args(options));
   const auto attn_stop = Clock::now();
 
   if (m.config.output_projection) m.project_output(path, b, out);

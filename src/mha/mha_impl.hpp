@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "seqattn/mha.hpp"
+#include "seqattn/plan.hpp"
 #include "src/core/problem.hpp"
 #include "src/gemm/gemm_bf16_tiles.hpp"
 #include "src/runtime/checked_size.hpp"
@@ -37,6 +38,14 @@ struct MultiHeadAttention::Impl {
   // packed activations of the GEMM being run.
   std::optional<detail::TilePackedB> tile_q, tile_kv, tile_o;
   detail::TilePackedA tile_a;
+
+  // The attention plan of the last forward, reused while the shape, the causal flag and the
+  // precision stay (the rest of its options is the config): a forward re-plans only when they
+  // change, and its masks and weights are run arguments.
+  std::optional<AttentionPlan> plan;
+  bool plan_causal = false;
+  Fp32Precision plan_precision = Fp32Precision::kIeee;
+  const AttentionPlan& plan_for(const AttentionShape& shape, const AttentionOptions& options);
 
   // Projected activations, reused between calls (uninitialised: every element is written by a
   // beta = 0 GEMM before it is read).

@@ -1,5 +1,6 @@
 #include "src/runtime/staging.hpp"
 
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -25,9 +26,7 @@ template <class Src, class Dst>
 void copy_view(const TensorView<const Src>& src, const TensorView<Dst>& dst) {
   const auto& n = src.shape;
   const std::int64_t rows = n[0] * n[1] * n[2], dim = n[3];
-  const bool big = rows * dim > (std::int64_t{1} << 16);
-#pragma omp parallel for schedule(static) if (big)
-  for (std::int64_t r = 0; r < rows; ++r) {
+  auto copy_row = [&](std::int64_t r) {
     const Src* from = row_of(src, r);
     Dst* to = row_of(dst, r);
     if constexpr (std::is_same_v<Dst, float> && !std::is_same_v<Src, float>) {
@@ -37,12 +36,20 @@ void copy_view(const TensorView<const Src>& src, const TensorView<Dst>& dst) {
         } else {
           widen_f16(from, to, dim);
         }
-        continue;
+        return;
       }
     }
     for (std::int64_t d = 0; d < dim; ++d)
       to[d * dst.strides[3]] = convert_element<Dst>(from[d * src.strides[3]]);
+  };
+  // A small copy (a decode step's q and out) stays outside any OpenMP construct: libgomp
+  // allocates a team for every parallel region it enters, an if(false) one too.
+  if (rows * dim <= (std::int64_t{1} << 16)) {
+    for (std::int64_t r = 0; r < rows; ++r) copy_row(r);
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) copy_row(r);
 }
 
 }  // namespace
@@ -110,8 +117,20 @@ Tensor F32Staging::output(const AnyTensor& out, const std::array<std::int64_t, 4
 }
 
 float* F32Staging::allocate(const std::string& name, const std::array<std::int64_t, 4>& shape) {
-  buffers_.push_back(hwy::AllocateAligned<float>(static_cast<size_t>(
-      checked_product({shape[0], shape[1], shape[2], shape[3]}, name + " (fp32 staging)"))));
+  // The argument's own name: building a longer one here would allocate on every run.
+  const auto count =
+      static_cast<size_t>(checked_product({shape[0], shape[1], shape[2], shape[3]}, name));
+  if (!arena_.empty()) {
+    const size_t taken = (count + 15) / 16 * 16;  // the next copy stays 64-byte aligned
+    if (taken > arena_.size()) {
+      throw std::logic_error("seqattn: the fp32 staging of " + name +
+                             " does not fit the plan's workspace (a bug in its sizing)");
+    }
+    float* copy = arena_.data();
+    arena_ = arena_.subspan(taken);
+    return copy;
+  }
+  buffers_.push_back(hwy::AllocateAligned<float>(count));
   if (buffers_.back() == nullptr) {
     throw Error(ErrorKind::kInvalidArgument, name, "an fp32 staging copy that fits in memory",
                 shape_text(shape), "half-precision arguments are staged in fp32");

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,9 +31,15 @@ void narrow_into(const ConstTensor& src, const AnyTensor& dst);
 
 class F32Staging {
  public:
+  // arena: where the fp32 copies go (each 64-byte aligned), e.g. a plan's workspace, so a run
+  // allocates nothing; empty: each copy is allocated. Staging more than the arena holds is an
+  // internal error (the plan sized it).
+  explicit F32Staging(std::span<float> arena = {}) : arena_(arena) {}
+
   // Checks `view` and returns an fp32 view of it: the view itself when it is f32, otherwise a
-  // widened contiguous copy owned by this object. round_f32_to_bf16 (Fp32Precision::kBf16):
-  // an f32 view is copied with every value rounded to bf16 (nearest even; NaN stays NaN).
+  // widened contiguous copy (in the arena, or owned by this object). round_f32_to_bf16
+  // (Fp32Precision::kBf16): an f32 view is copied with every value rounded to bf16 (nearest even;
+  // NaN stays NaN).
   ConstTensor input(const char* name, const AnyConstTensor& view,
                     const std::array<std::int64_t, 4>& planned, bool round_f32_to_bf16 = false);
   // Checks out (shape, self-overlap, disjoint from the inputs and the run's masks) and the
@@ -44,9 +51,11 @@ class F32Staging {
   void finish() const;
 
  private:
-  // A contiguous fp32 buffer of `shape` owned by this object (Error naming `name` if none).
+  // A contiguous fp32 buffer of `shape`: the next part of the arena, or an allocation owned by
+  // this object (Error naming `name` if none; std::logic_error if the arena is too small).
   float* allocate(const std::string& name, const std::array<std::int64_t, 4>& shape);
 
+  std::span<float> arena_;
   NamedRanges ranges_;  // the caller's inputs
   std::vector<hwy::AlignedFreeUniquePtr<float[]>> buffers_;
   AnyTensor out_;

@@ -155,11 +155,48 @@ TEST(Mha, BiasOnAndCausal) {
   check_layer(config, shape, w, x, x, false, mask, false);
 }
 
-TEST(Mha, PytorchLayoutWeightsGiveTheSameLayer) {
+// d_model 32, 4 query heads over 2 kv heads.
+MhaConfig gqa_layer_32() {
   MhaConfig config;
   config.d_model = 32;
   config.num_heads = 4;
   config.num_kv_heads = 2;
+  return config;
+}
+
+// A layer keeps its attention plan while the shape, causal flag and precision stay and
+// re-plans when they change; masks are run arguments. Every forward of one object, in any
+// order, equals the same forward of a fresh object, bit for bit.
+TEST(Mha, AReusedPlanGivesTheSameLayerAsAFreshOne) {
+  const MhaConfig config = gqa_layer_32();
+  const LayerWeights w = random_weights(32, 16, false, 43);
+  MultiHeadAttention reused = make_layer(config, w);
+  const std::vector<float> x = uniform(2 * 9 * 32, 78, 1.0f);
+  Mask causal, lengths, both;
+  causal.causal = true;
+  lengths.key_lengths = {9, 4};
+  both.causal = true;
+  both.key_lengths = {5, 9};
+  struct Step {
+    std::int64_t seq;
+    Mask mask;
+  };
+  for (const Step& step : {Step{9, causal}, Step{9, {}}, Step{9, lengths}, Step{9, both},
+                           Step{5, {}}, Step{9, causal}}) {
+    SCOPED_TRACE("S = " + std::to_string(step.seq) + (step.mask.causal ? ", causal" : "") + ", " +
+                 std::to_string(step.mask.key_lengths.size()) + " key lengths");
+    Mask mask = step.mask;
+    for (std::int64_t& n : mask.key_lengths) n = std::min(n, step.seq);
+    std::vector<float> a(static_cast<std::size_t>(2 * step.seq * 32)), b(a.size());
+    reused.forward(sequence(x, 2, step.seq, 32), sequence(a, 2, step.seq, 32), mask);
+    MultiHeadAttention fresh = make_layer(config, w);
+    fresh.forward(sequence(x, 2, step.seq, 32), sequence(b, 2, step.seq, 32), mask);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  }
+}
+
+TEST(Mha, PytorchLayoutWeightsGiveTheSameLayer) {
+  const MhaConfig config = gqa_layer_32();
   const LayerWeights w = random_weights(32, 16, false, 41);
   const auto transpose = [](const std::vector<float>& m, std::int64_t rows, std::int64_t cols) {
     std::vector<float> t(m.size());

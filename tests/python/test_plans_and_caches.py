@@ -169,6 +169,20 @@ def test_a_paged_batch_equals_each_sequence_alone(rng, dtype):
     assert pool.length(ids[0]) == 1
 
 
+def test_paged_reserve_sizes_a_table_and_names_its_arguments(rng):
+    pool = seqattn.PagedKvCache(2, 16, blocks=4)
+    seq = pool.add()
+    pool.reserve(seq, 256)  # the whole pool: no block is taken
+    assert pool.free_blocks == 4 and pool.length(seq) == 0
+    pool.append(seq, randn(rng, 1, 2, 100, 16), randn(rng, 1, 2, 100, 16))
+    assert pool.length(seq) == 100 and pool.free_blocks == 2
+    with pytest.raises(seqattn.InvalidArgumentError, match="'tokens'"):
+        pool.reserve(seq, 257)
+    with pytest.raises(seqattn.InvalidArgumentError, match="'sequence'"):
+        pool.reserve(seq + 5, 10)
+    assert pool.length(seq) == 100 and pool.free_blocks == 2
+
+
 def test_paged_ragged_batch_equals_each_sequence_alone(rng):
     h, h_kv, d, s_q = 4, 2, 16, 3
     k = [randn(rng, 1, h_kv, n, d) for n in (40, 5, 90)]
