@@ -1,5 +1,5 @@
 // MultiHeadAttention::forward: projections by the packed GEMM, heads split and merged through
-// strided views (no transposing copies), attention by attend() for any variant.
+// strided views (no transposing copies), attention by the layer's plan for any variant.
 #include <omp.h>
 
 #include <algorithm>
