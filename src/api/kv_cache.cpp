@@ -108,7 +108,7 @@ using detail::kKvBlock;
 // The most elements of K (and of V) one cache holds: 4 TiB of fp32.
 constexpr std::int64_t kMaxCacheElements = std::int64_t{1} << 40;
 
-std::string str(std::int64_t x) { return std::to_string(x); }
+using detail::str;
 
 void check_batch_index(const KvCacheShape& s, std::int64_t b) {
   if (b < 0 || b >= s.batch) fail("batch", "in [0, B = " + str(s.batch) + ")", str(b));

@@ -26,7 +26,7 @@ using detail::fail;
 using detail::kKvBlock;
 static_assert(kPagedBlockTokens == kKvBlock, "a pool block is a decode kernel block");
 
-std::string str(std::int64_t x) { return std::to_string(x); }
+using detail::str;
 
 }  // namespace
 

@@ -25,7 +25,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using detail::fail;
 
-std::string str(std::int64_t x) { return std::to_string(x); }
+using detail::str;
 
 struct Resolved {
   VariantSpec spec;

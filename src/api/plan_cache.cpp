@@ -13,8 +13,6 @@
 namespace seqattn::detail {
 namespace {
 
-std::string str(std::int64_t x) { return std::to_string(x); }
-
 [[noreturn]] void unsupported(const std::string& option, const std::string& why) {
   throw Error(ErrorKind::kUnsupported, option, "an option attention over a KvCache honours",
               option + " is set", why);

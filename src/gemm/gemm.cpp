@@ -26,8 +26,6 @@ HWY_EXPORT(TargetBlocking);
 
 namespace {
 
-std::string str(std::int64_t x) { return std::to_string(x); }
-
 // A stored operand, rows `ld` apart holding `cols` each; null only when it is empty.
 // Its rows x ld elements must be addressable (checked_product).
 void check_operand(const char* name, const void* p, bool empty, std::int64_t rows,

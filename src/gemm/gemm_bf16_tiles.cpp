@@ -32,8 +32,6 @@ std::size_t panel_blocks(std::size_t depth_pad) {
   return std::max<std::size_t>(1, kPanelBytes / block_bytes);
 }
 
-std::string str(std::int64_t x) { return std::to_string(x); }
-
 }  // namespace
 
 TilePackedB::TilePackedB(const float* b, std::int64_t ldb, std::int64_t k, std::int64_t n)

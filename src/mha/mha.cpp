@@ -12,7 +12,7 @@
 namespace seqattn {
 namespace {
 
-std::string str(std::int64_t x) { return std::to_string(x); }
+using detail::str;
 
 const char* weight_name(Projection which) {
   switch (which) {

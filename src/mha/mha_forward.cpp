@@ -23,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 using detail::check_sequence;
 using detail::Transpose;
 
-std::string str(std::int64_t x) { return std::to_string(x); }
+using detail::str;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();

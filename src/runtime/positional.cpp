@@ -13,7 +13,7 @@ namespace {
 
 using detail::fail;
 
-std::string str(std::int64_t x) { return std::to_string(x); }
+using detail::str;
 
 // Positions (offsets included) up to 2^40: exact in double, where the angles are computed, and
 // far from overflowing when an offset is added.

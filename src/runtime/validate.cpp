@@ -24,8 +24,6 @@ const char* axis_label(const std::string& name, int axis) {
   return (scores ? kScores : kTensor)[axis];
 }
 
-std::string str(std::int64_t x) { return std::to_string(x); }
-
 void expect_extent(const std::string& name, int axis, std::int64_t actual, std::int64_t expected,
                    const std::string& why) {
   if (actual != expected) {
@@ -54,6 +52,14 @@ ByteRange check_mask_like(const std::string& name, const TensorView<const T>& m,
 void fail(const std::string& argument, const std::string& expected, const std::string& actual,
           const std::string& hint) {
   throw Error(ErrorKind::kInvalidArgument, argument, expected, actual, hint);
+}
+
+void refuse_option(const std::string& variant, const std::string& option, const std::string& why,
+                   const std::string& instead) {
+  throw Error(ErrorKind::kUnsupported, option, "an option variant '" + variant + "' can honour",
+              option + " is set",
+              "variant '" + variant + "' cannot honour option '" + option + "': " + why +
+                  "; use variant=" + instead);
 }
 
 void NamedRanges::add(const char* name, const ByteRange& range) {

@@ -19,6 +19,14 @@ namespace seqattn::detail {
 [[noreturn]] void fail(const std::string& argument, const std::string& expected,
                        const std::string& actual, const std::string& hint = {});
 
+// Throws Error(kUnsupported) naming `option`, which variant `variant` cannot honour: why, and
+// which variants can (`instead`, e.g. "dense or sliding-window").
+[[noreturn]] void refuse_option(const std::string& variant, const std::string& option,
+                                const std::string& why, const std::string& instead);
+
+// An integer in an error message.
+inline std::string str(std::int64_t x) { return std::to_string(x); }
+
 std::string shape_text(const std::array<std::int64_t, 4>& shape);
 
 // Address range [first, last) in bytes spanned by a view; views must have non-negative strides.

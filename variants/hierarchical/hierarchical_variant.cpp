@@ -36,13 +36,8 @@ constexpr std::int64_t kMaxBlock = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxLevels = 40;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-std::string str(std::int64_t x) { return std::to_string(x); }
-
 [[noreturn]] void unsupported(const std::string& option, const std::string& why) {
-  throw Error(ErrorKind::kUnsupported, option, "an option variant 'hierarchical' can honour",
-              option + " is set",
-              "variant 'hierarchical' cannot honour option '" + option + "': " + why +
-                  "; use variant=dense or sliding-window");
+  refuse_option("hierarchical", option, why, "dense or sliding-window");
 }
 
 std::int64_t resolved_levels(const HierarchicalSpec& s, std::int64_t seq) {

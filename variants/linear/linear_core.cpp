@@ -24,8 +24,6 @@ namespace simd = linear_simd;
 // m ~ D log D, i.e. a few hundred.
 constexpr std::int64_t kMaxFeatures = 1 << 16;
 
-std::string str(std::int64_t x) { return std::to_string(x); }
-
 // The products below are single-threaded (the caller already spreads heads and blocks over
 // threads) and go through the broadcast tile kernel, whose operands stay in L1.
 // c [n, cols] (+)= a [n, k] · b [k, cols].

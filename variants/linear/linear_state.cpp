@@ -29,7 +29,7 @@ namespace {
 
 constexpr std::int64_t kMinParallelTokens = 16;
 
-std::string str(std::int64_t x) { return std::to_string(x); }
+using detail::str;
 
 void check_shape(const LinearStateShape& s) {
   const std::pair<const char*, std::int64_t> extents[] = {{"shape.batch", s.batch},

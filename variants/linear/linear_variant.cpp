@@ -21,9 +21,7 @@ std::optional<float> given_scale(const Problem& p) {
 }
 
 [[noreturn]] void unsupported(const std::string& option, const std::string& why) {
-  throw Error(
-      ErrorKind::kUnsupported, option, "an option variant 'linear' can honour", option + " is set",
-      "variant 'linear' cannot honour option '" + option + "': " + why + "; use variant=dense");
+  refuse_option("linear", option, why, "dense");
 }
 
 class LinearVariant final : public AttentionVariant {

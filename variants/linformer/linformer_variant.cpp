@@ -23,13 +23,8 @@ namespace {
 constexpr std::int64_t kMaxProjLen = 1 << 20;
 constexpr double kMinParallelFlops = 1 << 20;
 
-std::string str(std::int64_t x) { return std::to_string(x); }
-
 [[noreturn]] void unsupported(const std::string& option, const std::string& why) {
-  throw Error(
-      ErrorKind::kUnsupported, option, "an option variant 'linformer' can honour",
-      option + " is set",
-      "variant 'linformer' cannot honour option '" + option + "': " + why + "; use variant=dense");
+  refuse_option("linformer", option, why, "dense");
 }
 
 bool given(const MatrixView<const float>& m) {

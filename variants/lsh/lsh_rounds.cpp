@@ -137,7 +137,7 @@ class PairRounds {
   Workspace& w_;
   int threads_;
   std::int64_t group_;
-  std::int64_t b_ = 0, hk_ = 0, len_ = 0, chunks_ = 0, round_ = 0;
+  std::int64_t b_ = 0, hk_ = 0, len_ = 0, chunks_ = 0;
 };
 
 // buckets[r·S + i] for the first L rows of head h of t, every round r.
@@ -227,14 +227,14 @@ void PairRounds::run(std::int64_t b, std::int64_t hk) {
     hash(p_.q, query_head(g), w_.query_buckets.data() + g * c_.hashes * s);
   if (!c_.shared) hash(p_.k, hk_, w_.key_buckets.data());
   const std::int64_t seg_chunks = std::max<std::int64_t>(1, kSegmentRows / c_.chunk);
-  for (round_ = 0; round_ < c_.hashes; ++round_) {
+  for (std::int64_t round = 0; round < c_.hashes; ++round) {
     for (std::int64_t g = 0; g < group_; ++g) {
-      sort(w_.query_buckets.data() + (g * c_.hashes + round_) * s, w_.query_order.data() + g * s);
+      sort(w_.query_buckets.data() + (g * c_.hashes + round) * s, w_.query_order.data() + g * s);
     }
     if (c_.shared) {
       std::copy(w_.query_order.begin(), w_.query_order.begin() + len_, w_.key_order.begin());
     } else {
-      sort(w_.key_buckets.data() + round_ * s, w_.key_order.data());
+      sort(w_.key_buckets.data() + round * s, w_.key_order.data());
     }
     for (std::int64_t t0 = 0; t0 < chunks_; t0 += seg_chunks)
       segment(t0, std::min(t0 + seg_chunks, chunks_));

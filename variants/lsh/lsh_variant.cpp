@@ -24,13 +24,8 @@ constexpr std::int64_t kMaxBuckets = 65536;
 constexpr std::int64_t kMaxChunk = std::int64_t{1} << 20;
 constexpr std::int64_t kAutoBucketCap = 128;
 
-std::string str(std::int64_t x) { return std::to_string(x); }
-
 [[noreturn]] void unsupported(const std::string& option, const std::string& why) {
-  throw Error(ErrorKind::kUnsupported, option, "an option variant 'lsh' can honour",
-              option + " is set",
-              "variant 'lsh' cannot honour option '" + option + "': " + why +
-                  "; use variant=dense or sliding-window");
+  refuse_option("lsh", option, why, "dense or sliding-window");
 }
 
 bool given(const MatrixView<const float>& m) {
