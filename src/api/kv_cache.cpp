@@ -16,6 +16,7 @@
 #include "src/runtime/element_types.hpp"
 #include "src/runtime/huge_pages.hpp"
 #include "src/runtime/int8_rows.hpp"
+#include "src/runtime/parallel_for.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/validate.hpp"
 
@@ -149,17 +150,10 @@ void KvCache::Impl::pack(const AnyConstTensor& k, const AnyConstTensor& v, std::
 
 namespace {
 
-// fn(pair) for every (batch, kv head) pair: in parallel when the append is large (2^18 floats),
-// otherwise on the calling thread without entering an OpenMP region (libgomp allocates a team
-// for every region, even an if(false) one, and a decode step's append must not allocate).
+// fn(pair) for every (batch, kv head) pair, in parallel when the append is large (2^18 floats).
 template <class Fn>
 void for_each_pair(std::int64_t pairs, double floats, const Fn& fn) {
-  if (floats <= (1 << 18) || pairs <= 1) {
-    for (std::int64_t pair = 0; pair < pairs; ++pair) fn(pair);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (std::int64_t pair = 0; pair < pairs; ++pair) fn(pair);
+  detail::for_each_index(pairs, floats > (1 << 18), fn);
 }
 
 }  // namespace

@@ -228,8 +228,9 @@ PagedKvCache::SequenceId PagedKvCache::add() {
 }
 
 PagedKvCache::SequenceId PagedKvCache::fork(SequenceId parent) {
-  Impl::Sequence copy = impl_->find(parent, "parent");
-  copy.blocks.reserve(impl_->find(parent, "parent").blocks.capacity());  // its reservation
+  const Impl::Sequence& source = impl_->find(parent, "parent");
+  Impl::Sequence copy = source;
+  copy.blocks.reserve(source.blocks.capacity());  // the parent's reservation
   // The new entry first: if it throws (bad_alloc), no count has changed.
   const Impl::Sequence& child = impl_->live.emplace(impl_->next_id, std::move(copy)).first->second;
   for (const std::int64_t b : child.blocks) ++impl_->refs[static_cast<std::size_t>(b)];

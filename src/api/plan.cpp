@@ -113,7 +113,7 @@ AttentionPlan make_plan(const AttentionShape& shape, const AttentionOptions& opt
 }
 
 std::size_t AttentionPlan::workspace_bytes() const {
-  return state_->cache_workspace_bytes + state_->paged_table_bytes + state_->staging_bytes;
+  return state_->tables_end() + state_->staging_bytes;
 }
 const AttentionShape& AttentionPlan::shape() const { return state_->shape; }
 Variant AttentionPlan::variant() const { return state_->id; }
@@ -128,7 +128,7 @@ bool all_f32(std::initializer_list<DType> types) {
 // kernel's scratch and the tables; the staging part is optional (used when present).
 void check_workspace(const detail::PlanState& st, std::span<std::byte> workspace) {
   if (workspace.empty()) return;
-  const std::size_t need = st.cache_workspace_bytes + st.paged_table_bytes;
+  const std::size_t need = st.tables_end();
   if (workspace.size() < need) {
     fail("workspace.size()", ">= workspace_bytes() = " + str(static_cast<std::int64_t>(need)),
          str(static_cast<std::int64_t>(workspace.size())));
@@ -161,12 +161,8 @@ std::span<std::int64_t> paged_tables(const detail::PlanState& st, std::span<std:
 // Where a cache run stages a half q and out in fp32: the end of the caller's workspace (none
 // without one, or when it stops short of workspace_bytes(): the staging allocates).
 std::span<float> staging_arena(const detail::PlanState& st, std::span<std::byte> workspace) {
-  if (workspace.size() < st.cache_workspace_bytes + st.paged_table_bytes + st.staging_bytes) {
-    return {};
-  }
-  return {
-      reinterpret_cast<float*>(workspace.data() + st.cache_workspace_bytes + st.paged_table_bytes),
-      st.staging_bytes / 4};
+  if (workspace.size() < st.tables_end() + st.staging_bytes) return {};
+  return {reinterpret_cast<float*>(workspace.data() + st.tables_end()), st.staging_bytes / 4};
 }
 
 // Operands are bf16 when each is a bf16 tensor or an f32 one that fp32_precision rounds.

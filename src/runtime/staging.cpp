@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "src/runtime/element_types.hpp"
+#include "src/runtime/parallel_for.hpp"
 #include "src/simd/widen_halves.hpp"
 
 #include "seqattn/error.hpp"
@@ -42,14 +43,8 @@ void copy_view(const TensorView<const Src>& src, const TensorView<Dst>& dst) {
     for (std::int64_t d = 0; d < dim; ++d)
       to[d * dst.strides[3]] = convert_element<Dst>(from[d * src.strides[3]]);
   };
-  // A small copy (a decode step's q and out) stays outside any OpenMP construct: libgomp
-  // allocates a team for every parallel region it enters, an if(false) one too.
-  if (rows * dim <= (std::int64_t{1} << 16)) {
-    for (std::int64_t r = 0; r < rows; ++r) copy_row(r);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) copy_row(r);
+  // A small copy (a decode step's q and out) stays on the calling thread, allocating nothing.
+  for_each_index(rows, rows * dim > (std::int64_t{1} << 16), copy_row);
 }
 
 }  // namespace
