@@ -7,6 +7,7 @@
 
 #include "seqattn/error.hpp"
 #include "seqattn/mpi/ring.hpp"
+#include "src/mpi/block_plans.hpp"
 #include "src/mpi/collective_check.hpp"
 #include "src/mpi/kv_pack.hpp"
 #include "src/mpi/ring_agreement.hpp"
@@ -32,8 +33,8 @@ struct KvBlock {
 // transfers in flight and the record. The schedules below drive it.
 struct Ring {
   Ring(MPI_Comm communicator, const Agreement& a, const ConstTensor& q, const Tensor& o,
-       const AttentionOptions& opts)
-      : comm(communicator), agreed(a), queries(q), out(o), options(opts) {
+       const AttentionOptions& opts, BlockPlans& block_plans)
+      : comm(communicator), agreed(a), queries(q), out(o), options(opts), plans(block_plans) {
     lse.assign(static_cast<std::size_t>(a.batch * a.heads_q * q.shape[2]),
                -std::numeric_limits<float>::infinity());
   }
@@ -74,6 +75,7 @@ struct Ring {
   ConstTensor queries;
   Tensor out;
   const AttentionOptions& options;
+  BlockPlans& plans;
   std::vector<float> lse;  // [B, H_q, n, 1]
   std::vector<float> partial_out, partial_lse;
   std::vector<MPI_Request> pending;  // transfers in flight while the kernel runs
@@ -97,12 +99,9 @@ void Ring::attend_block(std::int64_t i0, std::int64_t i1, const KvBlock& block, 
       bhsd<const float>(block.data.data(), agreed.batch, agreed.heads_kv, block.rows, agreed.dim);
   const ConstTensor v = bhsd<const float>(block.data.data() + elements(k, block.rows), agreed.batch,
                                           agreed.heads_kv, block.rows, agreed.dim_v);
-  AttentionOptions o;
-  o.variant = variant;
-  o.mask.causal = causal;
-  o.scale = options.scale;
-  o.threads = options.threads;
-  o.fp32_precision = options.fp32_precision;  // rounding is idempotent: per block is the same
+  const AttentionPlan& plan = plans.get(rows, keys, variant, causal);
+  RunArgs args;
+  std::vector<std::int64_t> key_lengths;
   if (!options.mask.key_lengths.empty()) {
     Pieces attended;
     for (std::int64_t skipped = 0; const auto& p : block.pieces) {  // rows [j0, j1) only
@@ -112,7 +111,8 @@ void Ring::attend_block(std::int64_t i0, std::int64_t i1, const KvBlock& block, 
       skipped += p.length;
     }
     for (std::int64_t length : options.mask.key_lengths)
-      o.mask.key_lengths.push_back(valid_prefix(attended, keys, length));
+      key_lengths.push_back(valid_prefix(attended, keys, length));
+    args.key_lengths = key_lengths;
   }
   const Tensor lse_all{
       lse.data(), {agreed.batch, agreed.heads_q, n, 1}, {agreed.heads_q * n, n, 1, 1}};
@@ -120,16 +120,17 @@ void Ring::attend_block(std::int64_t i0, std::int64_t i1, const KvBlock& block, 
   const Tensor out_rows = rows_of(out, i0, i1);
   RunRecord run;
   if (initialise) {
-    o.lse = lse_rows;
-    run = attend(rows_of(queries, i0, i1), rows_of(k, j0, j1), rows_of(v, j0, j1), out_rows, o);
+    args.lse = lse_rows;
+    run =
+        plan.run(rows_of(queries, i0, i1), rows_of(k, j0, j1), rows_of(v, j0, j1), out_rows, args);
   } else {
     partial_out.resize(
         static_cast<std::size_t>(agreed.batch * agreed.heads_q * rows * agreed.dim_v));
     partial_lse.resize(static_cast<std::size_t>(agreed.batch * agreed.heads_q * rows));
     const Tensor po = bhsd(partial_out.data(), agreed.batch, agreed.heads_q, rows, agreed.dim_v);
     const Tensor pl = bhsd(partial_lse.data(), agreed.batch, agreed.heads_q, rows, 1);
-    o.lse = pl;
-    run = attend(rows_of(queries, i0, i1), rows_of(k, j0, j1), rows_of(v, j0, j1), po, o);
+    args.lse = pl;
+    run = plan.run(rows_of(queries, i0, i1), rows_of(k, j0, j1), rows_of(v, j0, j1), po, args);
     merge_partials(out_rows, lse_rows, po, pl, out_rows, lse_rows);
   }
   record.flops += run.flops;
@@ -278,14 +279,16 @@ void run_band_exchange(Ring& ring, const ConstTensor& k, const ConstTensor& v,
 // Runs the agreed schedule on this rank's views.
 RingRecord run_agreed(MPI_Comm comm, const Agreement& a, const ConstTensor& q, const ConstTensor& k,
                       const ConstTensor& v, const Tensor& out, const AttentionOptions& options,
-                      double t0) {
-  Ring ring(comm, a, q, out, options);
+                      BlockPlans& plans, double t0) {
+  const std::size_t planned_before = plans.size();
+  Ring ring(comm, a, q, out, options, plans);
   if (const auto* w = std::get_if<SlidingWindowSpec>(&options.variant)) {
     run_band_exchange(ring, k, v, *w, options.mask.causal);
   } else {
     run_dense_ring(ring, k, v);
   }
   ring.record.seconds = now() - t0;
+  ring.record.plans_made = static_cast<int>(plans.size() - planned_before);
   return ring.record;
 }
 
@@ -293,10 +296,13 @@ RingRecord run_agreed(MPI_Comm comm, const Agreement& a, const ConstTensor& q, c
 
 namespace internal {
 struct RingState {
+  RingState(MPI_Comm c, const AttentionOptions& o, const AttentionShape& s, Agreement a)
+      : comm(c), options(o), shard(s), agreement(std::move(a)), plans(agreement, options) {}
   MPI_Comm comm;
   AttentionOptions options;
   AttentionShape shard;
   Agreement agreement;
+  mutable BlockPlans plans;  // made on the first run that needs each, kept for the next runs
 };
 }  // namespace internal
 
@@ -307,7 +313,8 @@ RingRecord ring_attention(MPI_Comm comm, const ConstTensor& q_shard, const Const
   const AttentionShape shard =
       agree_on_views(comm, q_shard, k_shard, v_shard, out_shard, options, nullptr);
   const Agreement a = agree_on_ring(comm, shard, options);
-  return run_agreed(comm, a, q_shard, k_shard, v_shard, out_shard, options, t0);
+  BlockPlans plans(a, options);  // shared by the blocks of this call
+  return run_agreed(comm, a, q_shard, k_shard, v_shard, out_shard, options, plans, t0);
 }
 
 RingPlan::RingPlan(std::shared_ptr<const internal::RingState> state) : state_(std::move(state)) {}
@@ -319,17 +326,14 @@ RingRecord RingPlan::run(const ConstTensor& q_shard, const ConstTensor& k_shard,
   const double t0 = now();
   const internal::RingState& s = *state_;
   agree_on_views(s.comm, q_shard, k_shard, v_shard, out_shard, s.options, &s.shard);
-  return run_agreed(s.comm, s.agreement, q_shard, k_shard, v_shard, out_shard, s.options, t0);
+  return run_agreed(s.comm, s.agreement, q_shard, k_shard, v_shard, out_shard, s.options, s.plans,
+                    t0);
 }
 
 RingPlan make_ring_plan(MPI_Comm comm, const AttentionShape& shard,
                         const AttentionOptions& options) {
-  auto state = std::make_shared<internal::RingState>();
-  state->comm = comm;
-  state->options = options;
-  state->shard = shard;
-  state->agreement = agree_on_ring(comm, shard, options);
-  return RingPlan(std::move(state));
+  return RingPlan(std::make_shared<internal::RingState>(comm, options, shard,
+                                                        agree_on_ring(comm, shard, options)));
 }
 
 }  // namespace seqattn::mpi

@@ -110,6 +110,17 @@ void expect_equal_to_whole(const Case& c, const AttentionOptions& o) {
   const std::vector<float> first = s.out;
   s.run(c, o);
   EXPECT_EQ(first, s.out) << "repeated runs differ on rank " << rank();
+  // The plan form gives the same bits and keeps its block plans: a second run makes none.
+  const RingPlan plan = make_ring_plan(MPI_COMM_WORLD, {c.b, c.h, c.h_kv, s.n, s.n, c.d, c.d_v}, o);
+  for (int i = 0; i < 2; ++i) {
+    std::fill(s.out.begin(), s.out.end(), -1.0f);
+    const RingRecord r = plan.run(bhsd<const float>(s.q.data(), c.b, c.h, s.n, c.d),
+                                  bhsd<const float>(s.k.data(), c.b, c.h_kv, s.n, c.d),
+                                  bhsd<const float>(s.v.data(), c.b, c.h_kv, s.n, c.d_v),
+                                  bhsd(s.out.data(), c.b, c.h, s.n, c.d_v));
+    EXPECT_EQ(first, s.out) << "RingPlan run " << i << " on rank " << rank();
+    EXPECT_EQ(r.plans_made, i == 0 ? s.record.plans_made : 0) << "rank " << rank();
+  }
   // unshard gathers the ring's result back into the whole sequence on the root.
   std::vector<float> gathered(w.out.size(), 0.0f);
   unshard(MPI_COMM_WORLD, 0, bhsd<const float>(s.out.data(), c.b, c.h, s.n, c.d_v),
@@ -236,11 +247,17 @@ TEST(RingPlan, RunsLikeRingAttentionAndChecksItsViewsOnEveryRank) {
   EXPECT_EQ(plan.layout().sharding, Sharding::kZigZag);
   std::fill(s.out.begin(), s.out.end(), -1.0f);
   for (int i = 0; i < 2; ++i) {
-    plan.run(bhsd<const float>(s.q.data(), c.b, c.h, s.n, c.d),
-             bhsd<const float>(s.k.data(), c.b, c.h_kv, s.n, c.d),
-             bhsd<const float>(s.v.data(), c.b, c.h_kv, s.n, c.d_v),
-             bhsd(s.out.data(), c.b, c.h, s.n, c.d_v));
+    const RingRecord r = plan.run(bhsd<const float>(s.q.data(), c.b, c.h, s.n, c.d),
+                                  bhsd<const float>(s.k.data(), c.b, c.h_kv, s.n, c.d),
+                                  bhsd<const float>(s.v.data(), c.b, c.h_kv, s.n, c.d_v),
+                                  bhsd(s.out.data(), c.b, c.h, s.n, c.d_v));
     EXPECT_EQ(s.out, once);
+    // The first run plans its blocks (the local causal one at least); the second reuses them.
+    if (i == 0) {
+      EXPECT_GE(r.plans_made, 1) << "rank " << rank();
+    } else {
+      EXPECT_EQ(r.plans_made, 0) << "rank " << rank();
+    }
   }
   // One rank hands the plan an out that aliases its q: every rank throws, nothing is written.
   const std::vector<float> before = s.out;

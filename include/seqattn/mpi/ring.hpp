@@ -55,6 +55,8 @@ struct RingRecord {
   double bytes_sent = 0;       // K/V bytes this rank sent
   int steps = 0;               // shards attended to (the local one included)
   int threads = 1;             // kernel threads
+  int plans_made = 0;          // block plans this call made (a RingPlan keeps them: later runs
+                               // of the same plan make none)
 };
 
 // Exact attention over the whole sequence, from shards: out_shard [B, H_q, n_r, D_v] receives
