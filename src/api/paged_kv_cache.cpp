@@ -16,6 +16,7 @@
 #include "src/api/paged_kv_cache_access.hpp"
 #include "src/runtime/huge_pages.hpp"
 #include "src/runtime/int8_rows.hpp"
+#include "src/runtime/parallel_for.hpp"
 #include "src/runtime/validate.hpp"
 
 namespace seqattn {
@@ -51,11 +52,23 @@ struct PagedKvCache::Impl {
   SequenceId next_id = 0;
   std::optional<detail::RopeTables> rope;
   // An append's scratch, kept so that a steady decode loop allocates nothing: one widened row
-  // (3·max(D, D_v) floats, sized by the constructor) and, for i8, every new token's scales
-  // (grown to the largest append so far: 8·H_kv bytes a token, 6.4 MB after a 100k-token
-  // prompt at H_kv 8, kept for the pool's life).
-  std::vector<float> row;
+  // per kv head (3·max(D, D_v) floats each, sized by the constructor: a large append writes
+  // the heads in parallel) and, for i8, every new token's scales (grown to the largest append
+  // so far: 8·H_kv bytes a token, 6.4 MB after a 100k-token prompt at H_kv 8, kept for the
+  // pool's life).
+  std::vector<float> rows;
+  std::int64_t row_floats = 0;
   std::vector<float> scales;
+
+  float* row_of(std::int64_t hk) { return rows.data() + hk * row_floats; }
+  // Whether an append of n tokens writes its kv heads in parallel: as KvCache::append, when
+  // it moves more than 2^18 elements (a prompt, not a decode step, which stays out of OpenMP
+  // and allocates nothing).
+  bool parallel_append(std::int64_t n) const {
+    return static_cast<double>(n) * static_cast<double>(shape.heads_kv) *
+               static_cast<double>(shape.dim + shape.dim_v) >
+           double(1 << 18);
+  }
 
   Sequence& find(SequenceId id, const char* argument) {
     auto it = live.find(id);
@@ -98,7 +111,7 @@ struct PagedKvCache::Impl {
     release(block);
     return b;
   }
-  // Writes the tokens through `row`, with (i8) the scales int8_scales left in `scales`.
+  // Writes the tokens through the rows, with (i8) the scales int8_scales left in `scales`.
   template <class Src>
   void write(const Sequence& s, const TensorView<const Src>& kt, const TensorView<const Src>& vt);
   // (i8) Every token's key and value scales into `scales`, checked before anything is written.
@@ -114,20 +127,23 @@ void PagedKvCache::Impl::int8_scales(const Sequence& s, const TensorView<const S
   const std::int64_t n = kt.shape[2], heads = shape.heads_kv;
   scales.resize(static_cast<std::size_t>(heads * n * 2));  // allocates only to grow
   const detail::RopeTables* r = rope ? &*rope : nullptr;
-  for (std::int64_t hk = 0; hk < heads; ++hk) {
+  detail::for_each_index(heads, parallel_append(n), [&](std::int64_t hk) {
+    float* row = row_of(hk);
     for (std::int64_t t = 0; t < n; ++t) {
       float* sc = scales.data() + (hk * n + t) * 2;
-      detail::widen_key_row(kt.ptr(0, hk, t), kt.strides[3], shape.dim, r, s.length + t,
-                            row.data());
-      sc[0] = detail::int8_row_scale(row.data(), shape.dim);
-      detail::widen_row(vt.ptr(0, hk, t), vt.strides[3], shape.dim_v, row.data());
-      sc[1] = detail::int8_row_scale(row.data(), shape.dim_v);
-      for (int which = 0; which < 2; ++which) {
-        if (std::isfinite(sc[which])) continue;
-        detail::fail_non_finite_row(which, "kv head " + str(hk) + ", token " + str(t),
-                                    rope.has_value());
-      }
+      detail::widen_key_row(kt.ptr(0, hk, t), kt.strides[3], shape.dim, r, s.length + t, row);
+      sc[0] = detail::int8_row_scale(row, shape.dim);
+      detail::widen_row(vt.ptr(0, hk, t), vt.strides[3], shape.dim_v, row);
+      sc[1] = detail::int8_row_scale(row, shape.dim_v);
     }
+  });
+  // Checked after the loop, on this thread (nothing may throw inside OpenMP): the first
+  // non-finite row in (kv head, token) order is named.
+  for (std::int64_t i = 0; i < heads * n * 2; ++i) {
+    if (std::isfinite(scales[static_cast<std::size_t>(i)])) continue;
+    const std::int64_t hk = i / 2 / n, t = i / 2 % n;
+    detail::fail_non_finite_row(static_cast<int>(i % 2), "kv head " + str(hk) + ", token " + str(t),
+                                rope.has_value());
   }
 }
 
@@ -136,14 +152,15 @@ template <class Src>
 void PagedKvCache::Impl::write(const Sequence& s, const TensorView<const Src>& kt,
                                const TensorView<const Src>& vt) {
   const std::int64_t n = kt.shape[2], heads = shape.heads_kv, dim = shape.dim;
-  float* buf = row.data();
   const detail::RopeTables* r = rope ? &*rope : nullptr;
   detail::visit_cache_element(shape.dtype, [&](auto elem) {
     using Dst = decltype(elem);
-    for (std::int64_t t = 0; t < n; ++t) {
-      const std::int64_t pos = s.length + t, slot = pos % kKvBlock;
-      const std::int64_t block = s.blocks[static_cast<std::size_t>(pos / kKvBlock)];
-      for (std::int64_t hk = 0; hk < heads; ++hk) {
+    // Each kv head writes its own sub-blocks and scales: the heads are independent.
+    detail::for_each_index(heads, parallel_append(n), [&](std::int64_t hk) {
+      float* buf = row_of(hk);
+      for (std::int64_t t = 0; t < n; ++t) {
+        const std::int64_t pos = s.length + t, slot = pos % kKvBlock;
+        const std::int64_t block = s.blocks[static_cast<std::size_t>(pos / kKvBlock)];
         const std::int64_t sub = block * heads + hk;  // the (block, kv head) sub-block
         Dst* key_block = reinterpret_cast<Dst*>(k.get()) + sub * key_rows * kKvBlock;
         Dst* value_block = reinterpret_cast<Dst*>(v.get()) + sub * kKvBlock * dv_pad;
@@ -163,7 +180,7 @@ void PagedKvCache::Impl::write(const Sequence& s, const TensorView<const Src>& k
             value_block[slot * dv_pad + d] = detail::convert_element<Dst>(vs[d * vt.strides[3]]);
         }
       }
-    }
+    });
   });
 }
 
@@ -210,7 +227,8 @@ PagedKvCache::PagedKvCache(const PagedKvCacheShape& shape) : impl_(std::make_uni
     m.rope.emplace();
     detail::init_cache_rope(*m.rope, *shape.rope, shape.dim);
   }
-  m.row.resize(static_cast<std::size_t>(3 * std::max(shape.dim, shape.dim_v)));
+  m.row_floats = 3 * std::max(shape.dim, shape.dim_v);
+  m.rows.resize(static_cast<std::size_t>(shape.heads_kv * m.row_floats));
   m.refs.assign(static_cast<std::size_t>(shape.blocks), 0);
   m.free_list.resize(static_cast<std::size_t>(shape.blocks));
   for (std::int64_t b = 0; b < shape.blocks; ++b) {

@@ -1,8 +1,9 @@
 // PagedKvCache on every compiled Highway target: a batch of sequences of different lengths
 // run over the pool equals each sequence run alone over its own KvCache (f32, bf16, int8; GQA,
 // odd D, S_q > 1, windows, RoPE); forks share blocks and copy a shared partial block before
-// writing it; freed blocks are reused without stale values showing; every bad argument is an
-// Error that changes nothing.
+// writing it; freed blocks are reused without stale values showing; a prompt appended at once
+// (in parallel) stores what small appends store; every bad argument is an Error that changes
+// nothing.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -210,6 +211,54 @@ std::vector<float> run_one(const PagedKvCache& pool, SequenceId id) {
   plan.run(bhsd<const float>(q.data(), 1, 2, 1, 8), pool, std::span<const SequenceId>(&id, 1),
            bhsd(out.data(), 1, 2, 1, 8));
   return out;
+}
+
+// A prompt appended at once (more than 2^18 elements: the kv heads are written in parallel)
+// stores the same bits as the same tokens appended in small pieces (written on the calling
+// thread): a run over either pool gives the same output, for f32, bf16 and int8, with RoPE.
+TEST(PagedCache, APromptAppendedAtOnceEqualsTheSamePromptInPieces) {
+  constexpr std::int64_t kHeadsQ = 6, kHeadsKv = 3, kDim = 80, kLength = 1500;
+  static_assert(kLength * kHeadsKv * (kDim + kDim) > (1 << 18), "the parallel path");
+  CacheSequence seq(1, kHeadsQ, kHeadsKv, kLength, kDim, kDim, 91);
+  for (const DType dtype : {DType::kF32, DType::kBF16, DType::kI8}) {
+    SCOPED_TRACE(std::string(to_string(dtype)));
+    const std::optional<RotaryEmbedding> rope = RotaryEmbedding{};
+    PagedKvCache whole({kHeadsKv, kDim, kDim, 32, dtype, rope});
+    PagedKvCache pieces({kHeadsKv, kDim, kDim, 32, dtype, rope});
+    const SequenceId a = whole.add(), b = pieces.add();
+    whole.append(a, CacheSequence::rows(seq.k, 0, 0, kLength),
+                 CacheSequence::rows(seq.v, 0, 0, kLength));
+    for (std::int64_t t = 0; t < kLength; t += 100) {
+      const std::int64_t n = std::min<std::int64_t>(100, kLength - t);
+      pieces.append(b, CacheSequence::rows(seq.k, 0, t, n), CacheSequence::rows(seq.v, 0, t, n));
+    }
+    AttentionOptions o;
+    o.rope = rope;
+    o.mask.causal = true;
+    const AttentionPlan plan = make_plan(paged_shape(whole.shape(), 1, kHeadsQ, 4, kLength), o);
+    const OwnedTensor q = queries(seq, 0, kLength, 4);
+    OwnedTensor out_whole = make_zeros(1, kHeadsQ, 4, kDim),
+                out_pieces = make_zeros(1, kHeadsQ, 4, kDim);
+    const SequenceId ids_a[] = {a}, ids_b[] = {b};
+    plan.run(q.cview(), whole, ids_a, out_whole.view);
+    plan.run(q.cview(), pieces, ids_b, out_pieces.view);
+    EXPECT_EQ(out_whole.storage, out_pieces.storage);
+  }
+  // int8: a non-finite value deep in a parallel append is named by its kv head and token, and
+  // the pool is unchanged.
+  PagedKvCache i8({kHeadsKv, kDim, kDim, 32, DType::kI8});
+  const SequenceId c = i8.add();
+  seq.v.view.at(0, 2, 1234, 7) = std::numeric_limits<float>::quiet_NaN();
+  try {
+    i8.append(c, CacheSequence::rows(seq.k, 0, 0, kLength),
+              CacheSequence::rows(seq.v, 0, 0, kLength));
+    ADD_FAILURE() << "no Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "v");
+    EXPECT_NE(std::string(e.what()).find("kv head 2, token 1234"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(i8.length(c), 0);
+  EXPECT_EQ(i8.free_blocks(), 32);
 }
 
 TEST(PagedCache, ForksShareBlocksAndCopyAPartialBlockBeforeWritingIt) {

@@ -1,5 +1,6 @@
-// Attention over a KV cache: the driver (work items, split-KV merge, threads) over the
-// per-target CacheWorker, compiled for every Highway target and dispatched at run time.
+// Attention over a KV cache of f32 or int8 tokens (cache_attention_half.cpp has bf16 and f16):
+// the driver (cache_driver-inl.h) over the per-target CacheWorker, compiled for every Highway
+// target and dispatched at run time; the split and workspace arithmetic of every dtype.
 // The xsimd build uses this Highway kernel too (see docs/architecture.md).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "src/kernel/decode/cache_attention.cpp"
@@ -28,135 +29,19 @@ using simd::HWY_NAMESPACE::Exp2NonPositive;
 // clang-format off
 #include "src/kernel/decode/int8_products-inl.h"  // IWYU pragma: keep
 #include "src/kernel/decode/cache_worker-inl.h"  // IWYU pragma: keep
+#include "src/kernel/decode/cache_driver-inl.h"  // IWYU pragma: keep
 // clang-format on
-
-// Combines the chunks of one row tile in chunk order (fixed, so bitwise reproducible):
-// O = Σ_c O_c·2^(m_c - M), l = Σ_c l_c·2^(m_c - M), M = max_c m_c.
-template <class Worker>
-void MergeChunks(const CacheProblem& p, Worker& worker, const float* partials, std::int64_t chunks,
-                 std::int64_t rows, float* acc) {
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  const std::int64_t dv_pad = p.kv.dv_pad;
-  const CachePartialLayout part(p.split.row_tile, dv_pad);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float max = kNegInf;
-    for (std::int64_t c = 0; c < chunks; ++c)
-      max = std::max(max, partials[c * part.total + part.max + r]);
-    float sum = 0.0f;
-    std::fill(acc, acc + dv_pad, 0.0f);
-    for (std::int64_t c = 0; c < chunks && max != kNegInf; ++c) {
-      const float* chunk = partials + c * part.total;
-      if (chunk[part.max + r] == kNegInf) continue;  // the chunk saw no key of this row
-      const float w = std::exp2(chunk[part.max + r] - max);
-      sum += w * chunk[part.sum + r];
-      for (std::int64_t d = 0; d < dv_pad; ++d)
-        acc[static_cast<size_t>(d)] += w * chunk[r * dv_pad + d];
-    }
-    worker.store_row(r, acc, max, sum);
-  }
-}
-
-// Whether an int8 cache's products run on vpdpbusd / vpdpwssd: on a target at least AVX3_DL
-// (Ice Lake, Zen 4 and later; Highway's later AVX3_ZEN4 and AVX3_SPR too) of a CPU and OS with
-// AVX512-VNNI. The AVX3 target keeps the portable micro-kernels, so on a VNNI machine the tests
-// compare both.
-template <class Elem>
-bool UseVnni() {
-  if constexpr (std::is_same_v<Elem, std::int8_t> && HWY_TARGET <= HWY_AVX3_DL) {
-    const CpuFeatures& cpu = cpu_features();
-    return cpu.avx512_vnni && cpu.os_avx512;
-  } else {
-    return false;
-  }
-}
-
-// Work items are (batch, kv head, row tile, chunk); every output row is written by one thread
-// (directly, or by the merge of its tile's chunks in chunk order).
-template <class Ops, class Elem>
-void CacheAttention(const CacheProblem& p, float* workspace) {
-  const CacheSplit& split = p.split;
-  const bool vnni = UseVnni<Elem>();
-  const bool merge = split.chunk_keys != 0;
-  const std::int64_t tiles = p.kv.batch * p.kv.heads_kv * split.row_tiles;
-  const std::int64_t items = tiles * split.chunks;
-  const CacheScratchLayout layout(split.row_tile, p.kv.dim, p.kv.dv_pad);
-  const CachePartialLayout part(split.row_tile, p.kv.dv_pad);
-  float* partials = workspace + p.threads * layout.total;
-  // The (b, hk, first row, rows) of a tile: sequence b has group · S_q(b) rows per kv head, so
-  // a tile past a ragged sequence's rows has none (n <= 0).
-  auto tile_rows = [&](std::int64_t tile, std::int64_t& b, std::int64_t& hk, std::int64_t& r0) {
-    const std::int64_t pair = tile / split.row_tiles;
-    b = pair / p.kv.heads_kv;
-    hk = pair % p.kv.heads_kv;
-    r0 = tile % split.row_tiles * split.row_tile;
-    return std::min(split.row_tile, p.group * p.seq_q(b) - r0);
-  };
-  auto item = [&](CacheWorker<Ops, Elem>& worker, std::int64_t it) {
-    const std::int64_t tile = it / split.chunks, c = it % split.chunks;
-    std::int64_t b, hk, r0;
-    const std::int64_t n = tile_rows(tile, b, hk, r0);
-    if (n <= 0 || c >= ChunksOf(p, b)) return;  // past the sequence's rows or keys
-    const CacheKeyRange keys = KeysOfChunk(p, b, c);
-    worker.run(b, hk, r0, n, keys.lo, keys.hi);
-    if (merge) {
-      worker.store_partial(partials + it * part.total);
-    } else {
-      worker.store_out();
-    }
-  };
-  // `thread`'s output accumulator region is free once its items are done (the workspace is
-  // the caller's: a run allocates nothing). The index is passed, not asked of OpenMP: the
-  // one-thread path runs outside our region, maybe inside a caller's, where
-  // omp_get_thread_num() is the caller's thread number, not 0.
-  auto merge_tile = [&](CacheWorker<Ops, Elem>& worker, int thread, std::int64_t tile) {
-    float* acc = workspace + thread * layout.total + layout.o;
-    std::int64_t b, hk, r0;
-    const std::int64_t n = tile_rows(tile, b, hk, r0);
-    if (n <= 0) return;
-    worker.bind_rows(b, hk, r0, n);
-    MergeChunks(p, worker, partials + tile * split.chunks * part.total, ChunksOf(p, b), n, acc);
-  };
-  // One thread runs plain loops outside any OpenMP construct: libgomp allocates a team for
-  // every parallel region it enters (an if(false) one too) and a work share for an orphaned
-  // loop, and a decode step must not allocate.
-  const int team = static_cast<int>(std::min<std::int64_t>(p.threads, items));
-  if (team <= 1) {
-    CacheWorker<Ops, Elem> worker(p, workspace, vnni);
-    for (std::int64_t it = 0; it < items; ++it) item(worker, it);
-    if (merge) {
-      for (std::int64_t tile = 0; tile < tiles; ++tile) merge_tile(worker, 0, tile);
-    }
-    return;
-  }
-#pragma omp parallel num_threads(team)
-  {
-    const int thread = omp_get_thread_num();
-    CacheWorker<Ops, Elem> worker(p, workspace + thread * layout.total, vnni);
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t it = 0; it < items; ++it) item(worker, it);
-    if (merge) {
-#pragma omp for schedule(static)
-      for (std::int64_t tile = 0; tile < tiles; ++tile) merge_tile(worker, thread, tile);
-    }
-  }
-}
 
 // Whether this target's int8 products run on vpdpbusd / vpdpwssd (the record's compute path).
 bool Int8UsesVnniOnTarget() { return UseVnni<std::int8_t>(); }
 
-// One instantiation per cache dtype: the element type is fixed for a whole run.
-void CacheAttentionOnTarget(const CacheProblem& p, float* workspace) {
-  using Ops = simd::HWY_NAMESPACE::FloatOps;
-  switch (p.kv.dtype) {
-    case DType::kI8:
-      return CacheAttention<Ops, std::int8_t>(p, workspace);
-    case DType::kBF16:
-      return CacheAttention<Ops, bfloat16>(p, workspace);
-    case DType::kF16:
-      return CacheAttention<Ops, float16>(p, workspace);
-    case DType::kF32:
-      return CacheAttention<Ops, float>(p, workspace);
-  }
+// One instantiation per cache dtype (the element type is fixed for a whole run); bf16 and f16
+// caches are cache_attention_half.cpp's.
+void CacheAttentionF32OnTarget(const CacheProblem& p, float* workspace) {
+  CacheAttention<simd::HWY_NAMESPACE::FloatOps, float>(p, workspace);
+}
+void CacheAttentionI8OnTarget(const CacheProblem& p, float* workspace) {
+  CacheAttention<simd::HWY_NAMESPACE::FloatOps, std::int8_t>(p, workspace);
 }
 
 }  // namespace seqattn::detail::HWY_NAMESPACE
@@ -166,7 +51,8 @@ HWY_AFTER_NAMESPACE();
 
 namespace seqattn::detail {
 
-HWY_EXPORT(CacheAttentionOnTarget);
+HWY_EXPORT(CacheAttentionF32OnTarget);
+HWY_EXPORT(CacheAttentionI8OnTarget);
 HWY_EXPORT(Int8UsesVnniOnTarget);
 
 std::string_view cache_compute_path(DType dtype) {
@@ -202,7 +88,15 @@ std::size_t cache_workspace_floats(const CacheSplit& split, std::int64_t batch,
 }
 
 void cache_attention(const CacheProblem& p, float* workspace) {
-  HWY_DYNAMIC_DISPATCH(CacheAttentionOnTarget)(p, workspace);
+  switch (p.kv.dtype) {
+    case DType::kF32:
+      return HWY_DYNAMIC_DISPATCH(CacheAttentionF32OnTarget)(p, workspace);
+    case DType::kI8:
+      return HWY_DYNAMIC_DISPATCH(CacheAttentionI8OnTarget)(p, workspace);
+    case DType::kBF16:
+    case DType::kF16:
+      return cache_attention_half(p, workspace);
+  }
 }
 
 }  // namespace seqattn::detail

@@ -157,4 +157,7 @@ std::string_view cache_compute_path(DType dtype);
 // out (and lse) of every query row; `workspace` holds cache_workspace_floats(...) floats.
 void cache_attention(const CacheProblem& p, float* workspace);
 
+// cache_attention() of a bf16 or f16 cache (cache_attention_half.cpp).
+void cache_attention_half(const CacheProblem& p, float* workspace);
+
 }  // namespace seqattn::detail
