@@ -27,10 +27,6 @@ constexpr double kMinParallelFlops = 1 << 20;
   refuse_option("linformer", option, why, "dense");
 }
 
-bool given(const MatrixView<const float>& m) {
-  return m.data != nullptr || m.rows != 0 || m.cols != 0;
-}
-
 void check_projection(const std::string& name, const MatrixView<const float>& m,
                       std::int64_t proj_len, std::int64_t seq_k) {
   if (m.data == nullptr) fail(name + ".data", "a non-null pointer", "nullptr");
@@ -54,7 +50,7 @@ struct Projections {
 
 std::vector<float> copy_or_draw(const MatrixView<const float>& given_matrix, std::int64_t proj_len,
                                 std::int64_t seq_k, std::uint64_t seed) {
-  if (!given(given_matrix)) return linformer_random_projection(proj_len, seq_k, seed);
+  if (given_matrix.empty()) return linformer_random_projection(proj_len, seq_k, seed);
   std::vector<float> m = checked_vector<float>(
       checked_product({proj_len, seq_k}, "spec.proj_len x S_k"), "spec.e / spec.f copy");
   for (std::int64_t r = 0; r < proj_len; ++r) {
@@ -126,8 +122,8 @@ class LinformerVariant final : public AttentionVariant {
     if (s.proj_len < 1 || s.proj_len > kMaxProjLen) {
       fail("spec.proj_len", "in [1, " + str(kMaxProjLen) + "]", str(s.proj_len));
     }
-    if (given(s.e)) check_projection("spec.e", s.e, s.proj_len, p.seq_k());
-    if (given(s.f)) check_projection("spec.f", s.f, s.proj_len, p.seq_k());
+    if (!s.e.empty()) check_projection("spec.e", s.e, s.proj_len, p.seq_k());
+    if (!s.f.empty()) check_projection("spec.f", s.f, s.proj_len, p.seq_k());
   }
 
   // FLOPs: 2·k·L·(D + D_v) per (batch, kv head) for the two projections over the L valid keys,

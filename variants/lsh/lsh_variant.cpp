@@ -28,13 +28,9 @@ constexpr std::int64_t kAutoBucketCap = 128;
   refuse_option("lsh", option, why, "dense or sliding-window");
 }
 
-bool given(const MatrixView<const float>& m) {
-  return m.data != nullptr || m.rows != 0 || m.cols != 0;
-}
-
 // Auto: trax's 2·max(1, S / c), capped (the cap replaces trax's factorised hashing).
 std::int64_t resolved_buckets(const LshSpec& s, std::int64_t seq) {
-  if (given(s.rotations)) return 2 * s.rotations.cols;
+  if (!s.rotations.empty()) return 2 * s.rotations.cols;
   if (s.buckets != 0) return s.buckets;
   return std::min(kAutoBucketCap, 2 * std::max<std::int64_t>(1, seq / s.chunk_length));
 }
@@ -67,7 +63,7 @@ void check_spec(const LshSpec& s, std::int64_t dim) {
   }
   if (s.chunk_length < 1 || s.chunk_length > kMaxChunk)
     fail("lsh.chunk_length", "in [1, " + str(kMaxChunk) + "]", str(s.chunk_length));
-  if (given(s.rotations)) check_rotations(s, dim);
+  if (!s.rotations.empty()) check_rotations(s, dim);
 }
 
 // The rotations as used: the caller's rows copied, or drawn from the seed.
@@ -83,7 +79,7 @@ Rotations resolve(const LshSpec& s, std::int64_t seq, std::int64_t dim) {
   r.config.chunk = s.chunk_length;
   r.config.shared = s.shared_qk;
   const std::int64_t m = r.config.buckets / 2;
-  if (given(s.rotations)) {
+  if (!s.rotations.empty()) {
     r.storage = checked_vector<float>(checked_product({s.hashes, dim, m}, "lsh.rotations"),
                                       "lsh.rotations copy");
     for (std::int64_t row = 0; row < s.hashes * dim; ++row)
