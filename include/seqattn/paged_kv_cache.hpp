@@ -3,8 +3,9 @@
 // sequences join (add, fork) and leave (free) while others continue; a fork shares its parent's
 // blocks and copies the partially filled last one only when one of them appends to it.
 // Attention runs over a batch of sequences, each with its own length (AttentionPlan::run).
-// add, fork, reserve, append and free change shared state (the free list, the append scratch):
-// one caller at a time, and not during a run; runs and the const accessors may share a pool.
+// add, fork, reserve, append, drop_front and free change shared state (the free list, the append
+// scratch): one caller at a time, and not during a run; runs and the const accessors may share a
+// pool.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +58,12 @@ class PagedKvCache {
   void reserve(SequenceId sequence, std::int64_t tokens);
   // Ends a sequence: its blocks return to the pool once no other sequence shares them.
   void free(SequenceId sequence);
+  // Releases the blocks holding only positions before `position` (in [0, length]), as a
+  // serving engine does for a sliding-window model once every later query's window starts past
+  // them: the sequence keeps its length and positions, and a run whose rule still reaches a
+  // dropped position is an Error naming sequences[b] (dense attention over it always is).
+  // Error for an unknown or freed sequence or a position outside [0, length], changing nothing.
+  void drop_front(SequenceId sequence, std::int64_t position);
 
   // Appends n tokens: k [1, H_kv, n, D], v [1, H_kv, n, D_v] (float, bfloat16 or float16, any
   // strides). Throws Error, changing nothing, for an unknown sequence, a shape mismatch, a pool
@@ -64,9 +71,11 @@ class PagedKvCache {
   void append(SequenceId sequence, const AnyConstTensor& k, const AnyConstTensor& v);
 
   std::int64_t length(SequenceId sequence) const;  // tokens appended
-  std::int64_t free_blocks() const;                // blocks no sequence holds
-  std::int64_t sequences() const;                  // live sequences
-  std::int64_t bytes() const;                      // the pool's memory for K and V (and scales)
+  // The first position still stored: a multiple of 64 (0 unless drop_front released blocks).
+  std::int64_t first_stored(SequenceId sequence) const;
+  std::int64_t free_blocks() const;  // blocks no sequence holds
+  std::int64_t sequences() const;    // live sequences
+  std::int64_t bytes() const;        // the pool's memory for K and V (and scales)
   const PagedKvCacheShape& shape() const;
 
  private:

@@ -71,7 +71,8 @@ class PagedKvCache:
     PagedKvCache(heads_kv, dim, dim_v=None, *, blocks, dtype="float32", rope=None). add() and
     fork(parent) return a sequence id (fork shares the parent's blocks; a shared partial block
     is copied when either appends to it); reserve(id, tokens) sizes a sequence's block table so
-    appends up to that length allocate nothing; free(id) returns its blocks to the pool. Run a batch
+    appends up to that length allocate nothing; drop_front(id, position) returns the blocks
+    before a position (sliding windows); free(id) returns its blocks to the pool. Run a batch
     of sequences with plan(cache=pool, batch=B, heads_q=, seq_q=, max_length=).run(q,
     cache=pool, sequences=[ids]). Errors change nothing (an append past the pool, a freed id).
     """
@@ -94,6 +95,16 @@ class PagedKvCache:
 
     def free(self, sequence):
         self._cache.free(int(sequence))
+
+    def drop_front(self, sequence, position):
+        """Returns to the pool the blocks holding only positions before `position` (a
+        sliding-window model's old tokens); the sequence keeps its length. A run whose window
+        (or dense attention) still reaches a dropped position raises, naming sequences[b]."""
+        self._cache.drop_front(int(sequence), int(position))
+
+    def first_stored(self, sequence):
+        """The first position still stored: a multiple of 64 (0 unless drop_front dropped)."""
+        return self._cache.first_stored(int(sequence))
 
     def append(self, sequence, k, v, *, layout="bhsd"):
         """Appends n tokens to one sequence: k [1, H_kv, n, D], v [1, H_kv, n, D_v]."""

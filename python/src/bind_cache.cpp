@@ -80,6 +80,18 @@ void register_paged(py::module_& m) {
           },
           py::arg("sequence"), py::arg("tokens"))
       .def(
+          "drop_front",
+          [](PyPagedKvCache& c, Id id, std::int64_t position) {
+            std::unique_lock writing(c.mutex);
+            c.cache.drop_front(id, position);
+          },
+          py::arg("sequence"), py::arg("position"))
+      .def("first_stored",
+           [](const PyPagedKvCache& c, Id id) {
+             std::shared_lock reading(c.mutex);
+             return c.cache.first_stored(id);
+           })
+      .def(
           "free",
           [](PyPagedKvCache& c, Id id) {
             std::unique_lock writing(c.mutex);

@@ -35,7 +35,9 @@ struct PagedKvCache::Impl {
   struct Sequence {
     std::int64_t length = 0;
     std::vector<std::int64_t> blocks;  // the table: block p / 64 holds position p
+    std::int64_t dropped = 0;          // leading entries released by drop_front (kDropped)
   };
+  static constexpr std::int64_t kDropped = -1;  // a table entry drop_front released
 
   PagedKvCacheShape shape;
   std::int64_t dv_pad = 0;
@@ -251,7 +253,9 @@ PagedKvCache::SequenceId PagedKvCache::fork(SequenceId parent) {
   copy.blocks.reserve(source.blocks.capacity());  // the parent's reservation
   // The new entry first: if it throws (bad_alloc), no count has changed.
   const Impl::Sequence& child = impl_->live.emplace(impl_->next_id, std::move(copy)).first->second;
-  for (const std::int64_t b : child.blocks) ++impl_->refs[static_cast<std::size_t>(b)];
+  for (std::size_t i = static_cast<std::size_t>(child.dropped); i < child.blocks.size(); ++i) {
+    ++impl_->refs[static_cast<std::size_t>(child.blocks[i])];
+  }
   return impl_->next_id++;
 }
 
@@ -266,8 +270,29 @@ void PagedKvCache::reserve(SequenceId sequence, std::int64_t tokens) {
 
 void PagedKvCache::free(SequenceId sequence) {
   Impl::Sequence& s = impl_->find(sequence, "sequence");
-  for (const std::int64_t b : s.blocks) impl_->release(b);
+  for (std::size_t i = static_cast<std::size_t>(s.dropped); i < s.blocks.size(); ++i) {
+    impl_->release(s.blocks[i]);
+  }
   impl_->live.erase(sequence);
+}
+
+void PagedKvCache::drop_front(SequenceId sequence, std::int64_t position) {
+  Impl::Sequence& s = impl_->find(sequence, "sequence");
+  if (position < 0 || position > s.length) {
+    fail("position", "in [0, length = " + str(s.length) + "]", str(position),
+         "drop_front releases the blocks wholly before a position the sequence has reached");
+  }
+  const std::int64_t whole = position / kKvBlock;  // blocks wholly before `position`
+  for (std::int64_t i = s.dropped; i < whole; ++i) {
+    std::int64_t& entry = s.blocks[static_cast<std::size_t>(i)];
+    impl_->release(entry);
+    entry = Impl::kDropped;
+  }
+  s.dropped = std::max(s.dropped, whole);
+}
+
+std::int64_t PagedKvCache::first_stored(SequenceId sequence) const {
+  return impl_->find(sequence, "sequence").dropped * kKvBlock;
 }
 
 void PagedKvCache::append(SequenceId sequence, const AnyConstTensor& k, const AnyConstTensor& v) {
@@ -327,6 +352,12 @@ const PagedKvCacheShape& PagedKvCache::shape() const { return impl_->shape; }
 
 namespace detail {
 
+std::int64_t PagedKvCacheAccess::first_stored(const PagedKvCache& cache,
+                                              PagedKvCache::SequenceId sequence) {
+  const auto it = cache.impl_->live.find(sequence);
+  return it == cache.impl_->live.end() ? 0 : it->second.dropped * kKvBlock;
+}
+
 PagedView PagedKvCacheAccess::view(const PagedKvCache& cache,
                                    std::span<const PagedKvCache::SequenceId> sequences,
                                    std::int64_t max_length, std::span<std::int64_t> storage) {
@@ -359,8 +390,11 @@ PagedView PagedKvCacheAccess::view(const PagedKvCache& cache,
            str(s.length) + " tokens", "plan with a larger maximum length");
     }
     lengths[b] = s.length;
-    std::copy(s.blocks.begin(), s.blocks.end(),
-              tables + static_cast<std::ptrdiff_t>(b) * table_width);
+    // Dropped entries name block 0, like the padding past a sequence's table: memory the
+    // kernel may compute an address in, never keys it reads (check_paged_run refuses a run
+    // whose rule reaches a dropped position).
+    std::int64_t* row = tables + static_cast<std::ptrdiff_t>(b) * table_width;
+    std::copy(s.blocks.begin() + s.dropped, s.blocks.end(), row + s.dropped);
   }
   PackedKv& p = out.packed;
   p.k = m.k.get();

@@ -283,7 +283,7 @@ RunRecord AttentionPlan::run(const AnyConstTensor& q, const PagedKvCache& cache,
   check_workspace(*state_, args.workspace);
   const detail::PagedView view = detail::PagedKvCacheAccess::view(
       cache, sequences, state_->shape.seq_k, paged_tables(*state_, args.workspace));
-  detail::check_paged_run(*state_, cache, view.packed, args);
+  detail::check_paged_run(*state_, cache, sequences, view.packed, args);
   return run_over_cache(*state_, q, out, args, view.packed, start);
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "src/api/kv_cache_access.hpp"
+#include "src/api/paged_kv_cache_access.hpp"
 #include "src/api/plan_state.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/validate.hpp"
@@ -100,9 +101,36 @@ void check_cache_options(const PlanState& st, const RunArgs& args) {
   if (args.weights) unsupported("weights", "the cache path never forms attention weights");
 }
 
+// Sequence b of a paged batch has dropped the positions before `first` (drop_front): its
+// queries, the last n of `length` positions, may not reach them. A dense row reaches every
+// key, a row at a global position too, and every row sees a global key.
+void check_dropped_positions(const CacheRule& rule, std::int64_t b, std::int64_t first,
+                             std::int64_t length, std::int64_t n) {
+  const std::string name = "sequences[" + str(b) + "]";
+  const std::string dropped = "positions 0.." + str(first - 1) + " dropped (drop_front)";
+  if (!rule.banded) {
+    fail(name, "every position stored, for attention without a window", dropped,
+         "drop positions only under a sliding window, before every query's band");
+  }
+  for (const std::int64_t g : rule.globals) {
+    if (g < first || (g >= length - n && g < length)) {
+      fail(name, "global token " + str(g) + " and the keys of a global query stored", dropped,
+           "drop positions only after the global tokens");
+    }
+  }
+  const std::int64_t reach = std::max<std::int64_t>(length - n - rule.left, 0);
+  if (reach < first) {
+    fail(name,
+         "positions from " + str(reach) + " on stored (the first query, at position " +
+             str(length - n) + ", sees " + str(rule.left) + " keys back)",
+         dropped, "drop only positions before every later query's window");
+  }
+}
+
 }  // namespace
 
-void check_paged_run(const PlanState& st, const PagedKvCache& cache, const PackedKv& kv,
+void check_paged_run(const PlanState& st, const PagedKvCache& cache,
+                     std::span<const PagedKvCache::SequenceId> sequences, const PackedKv& kv,
                      const RunArgs& args) {
   check_cache_options(st, args);
   const PagedKvCacheShape& c = cache.shape();
@@ -117,6 +145,14 @@ void check_paged_run(const PlanState& st, const PagedKvCache& cache, const Packe
   expect_cache_extent("dim_v", c.dim_v, s.dim_v);
   check_lengths_cover_queries("cache.length(sequences[", "])", kv.lengths, kv.batch, s.seq_q,
                               args.query_lengths);
+  for (std::int64_t b = 0; b < kv.batch; ++b) {
+    const std::int64_t first =
+        PagedKvCacheAccess::first_stored(cache, sequences[static_cast<std::size_t>(b)]);
+    if (first == 0) continue;
+    const std::int64_t n =
+        args.query_lengths.empty() ? s.seq_q : args.query_lengths[static_cast<std::size_t>(b)];
+    check_dropped_positions(*st.cache_rule, b, first, kv.lengths[b], n);
+  }
 }
 
 void check_cache_run(const PlanState& st, const KvCache& cache, const RunArgs& args) {

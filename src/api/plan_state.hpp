@@ -43,8 +43,10 @@ struct PlanState {
 void check_cache_run(const PlanState& st, const KvCache& cache, const RunArgs& args);
 
 // The same for a batch of a PagedKvCache's sequences, given its gathered view (their lengths
-// and block tables): the sequence count, extents and rope against the plan, S_q <= lengths.
-void check_paged_run(const PlanState& st, const PagedKvCache& cache, const PackedKv& kv,
+// and block tables): the sequence count, extents and rope against the plan, S_q <= lengths,
+// and no key the rule reaches among a sequence's dropped positions (drop_front).
+void check_paged_run(const PlanState& st, const PagedKvCache& cache,
+                     std::span<const PagedKvCache::SequenceId> sequences, const PackedKv& kv,
                      const RunArgs& args);
 
 // The kernel's problem for bound q/out (and lse) over the packed cache; query_lengths as

@@ -183,6 +183,31 @@ def test_paged_reserve_sizes_a_table_and_names_its_arguments(rng):
     assert pool.length(seq) == 100 and pool.free_blocks == 2
 
 
+def test_paged_drop_front_keeps_a_window_run_and_refuses_dense(rng):
+    h, h_kv, d = 4, 2, 16
+    k, v = randn(rng, 1, h_kv, 300, d), randn(rng, 1, h_kv, 300, d)
+    q = randn(rng, 1, h, 1, d)
+    pools = [seqattn.PagedKvCache(h_kv, d, blocks=8) for _ in range(2)]
+    outs = []
+    for i, pool in enumerate(pools):
+        seq = pool.add()
+        pool.append(seq, k, v)
+        if i == 1:
+            pool.drop_front(seq, 250)  # the window below reaches back to 299 - 40 = 259
+            assert pool.first_stored(seq) == 192 and pool.free_blocks == 8 - 5 + 3
+            assert pool.length(seq) == 300
+        p = seqattn.plan(cache=pool, batch=1, heads_q=h, seq_q=1, max_length=512, causal=True,
+                         variant="sliding-window", window=40, window_right=0)
+        outs.append(p.run(q, cache=pool, sequences=[seq]))
+    np.testing.assert_array_equal(outs[0], outs[1])
+    dense = seqattn.plan(cache=pools[1], batch=1, heads_q=h, seq_q=1, max_length=512)
+    with pytest.raises(seqattn.InvalidArgumentError, match="'sequences\\[0\\]'"):
+        dense.run(q, cache=pools[1], sequences=[0])
+    with pytest.raises(seqattn.InvalidArgumentError, match="'position'"):
+        pools[1].drop_front(0, 301)
+    assert pools[1].first_stored(0) == 192
+
+
 def test_paged_ragged_batch_equals_each_sequence_alone(rng):
     h, h_kv, d, s_q = 4, 2, 16, 3
     k = [randn(rng, 1, h_kv, n, d) for n in (40, 5, 90)]
