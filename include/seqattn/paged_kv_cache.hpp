@@ -47,7 +47,9 @@ class PagedKvCache {
   SequenceId add();
   // A new sequence holding `parent`'s tokens: its full blocks are shared (reference counted);
   // the partially filled last block is shared too until the parent or the child appends to it,
-  // which then copies it first (copy-on-write). Error for an unknown or freed parent.
+  // which then copies it first (copy-on-write). A child of a sequence that dropped its front
+  // (drop_front) starts at the same first_stored and shares only the blocks still held. Error
+  // for an unknown or freed parent.
   SequenceId fork(SequenceId parent);
   // Sizes `sequence`'s block table for `tokens` tokens in all (blocks are still taken only as
   // it grows), so that appends up to that length allocate nothing on the heap (an i8 pool also

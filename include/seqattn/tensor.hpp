@@ -115,9 +115,9 @@ struct MatrixView {
 
   T* row(std::int64_t r) const { return data + r * row_stride; }
   operator MatrixView<const T>() const { return {data, rows, cols, row_stride}; }
-  // Not given: no pointer and no extents (the variant then draws the matrix from its seed). A
-  // view with any of them set counts as given, and its variant checks it.
-  bool empty() const { return data == nullptr && rows == 0 && cols == 0; }
+  // Given by the caller: a pointer or an extent set (the variant checks the view then). A view
+  // with neither is unset, and the variant draws the matrix from its seed.
+  bool given() const { return data != nullptr || rows != 0 || cols != 0; }
 };
 
 }  // namespace seqattn

@@ -86,11 +86,13 @@ void register_paged(py::module_& m) {
             c.cache.drop_front(id, position);
           },
           py::arg("sequence"), py::arg("position"))
-      .def("first_stored",
-           [](const PyPagedKvCache& c, Id id) {
-             std::shared_lock reading(c.mutex);
-             return c.cache.first_stored(id);
-           })
+      .def(
+          "first_stored",
+          [](const PyPagedKvCache& c, Id id) {
+            std::shared_lock reading(c.mutex);
+            return c.cache.first_stored(id);
+          },
+          py::arg("sequence"))
       .def(
           "free",
           [](PyPagedKvCache& c, Id id) {

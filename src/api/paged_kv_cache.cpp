@@ -352,12 +352,6 @@ const PagedKvCacheShape& PagedKvCache::shape() const { return impl_->shape; }
 
 namespace detail {
 
-std::int64_t PagedKvCacheAccess::first_stored(const PagedKvCache& cache,
-                                              PagedKvCache::SequenceId sequence) {
-  const auto it = cache.impl_->live.find(sequence);
-  return it == cache.impl_->live.end() ? 0 : it->second.dropped * kKvBlock;
-}
-
 PagedView PagedKvCacheAccess::view(const PagedKvCache& cache,
                                    std::span<const PagedKvCache::SequenceId> sequences,
                                    std::int64_t max_length, std::span<std::int64_t> storage) {

@@ -29,8 +29,6 @@ struct PagedKvCacheAccess {
   static PagedView view(const PagedKvCache& cache,
                         std::span<const PagedKvCache::SequenceId> sequences,
                         std::int64_t max_length, std::span<std::int64_t> storage = {});
-  // PagedKvCache::first_stored without its Error (0 for an id view() has already refused).
-  static std::int64_t first_stored(const PagedKvCache& cache, PagedKvCache::SequenceId sequence);
 };
 
 }  // namespace seqattn::detail

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "src/api/kv_cache_access.hpp"
-#include "src/api/paged_kv_cache_access.hpp"
 #include "src/api/plan_state.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/validate.hpp"
@@ -113,9 +112,14 @@ void check_dropped_positions(const CacheRule& rule, std::int64_t b, std::int64_t
          "drop positions only under a sliding window, before every query's band");
   }
   for (const std::int64_t g : rule.globals) {
-    if (g < first || (g >= length - n && g < length)) {
-      fail(name, "global token " + str(g) + " and the keys of a global query stored", dropped,
+    if (g < first) {
+      fail(name, "global token " + str(g) + " stored (every query sees it)", dropped,
            "drop positions only after the global tokens");
+    }
+    if (g >= length - n && g < length) {
+      fail(name,
+           "every position stored: the query at global position " + str(g) + " sees every key",
+           dropped, "drop positions only for sequences whose new queries are not global tokens");
     }
   }
   const std::int64_t reach = std::max<std::int64_t>(length - n - rule.left, 0);
@@ -146,8 +150,7 @@ void check_paged_run(const PlanState& st, const PagedKvCache& cache,
   check_lengths_cover_queries("cache.length(sequences[", "])", kv.lengths, kv.batch, s.seq_q,
                               args.query_lengths);
   for (std::int64_t b = 0; b < kv.batch; ++b) {
-    const std::int64_t first =
-        PagedKvCacheAccess::first_stored(cache, sequences[static_cast<std::size_t>(b)]);
+    const std::int64_t first = cache.first_stored(sequences[static_cast<std::size_t>(b)]);
     if (first == 0) continue;
     const std::int64_t n =
         args.query_lengths.empty() ? s.seq_q : args.query_lengths[static_cast<std::size_t>(b)];

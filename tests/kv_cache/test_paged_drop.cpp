@@ -76,6 +76,14 @@ TEST(PagedDrop, AWindowOverDroppedBlocksGivesTheSameBitsOnEveryTarget) {
       EXPECT_EQ(dropped.cache.first_stored(dropped.ids[0]), 192);
       EXPECT_EQ(dropped.cache.free_blocks(), free_before + 3);
       EXPECT_EQ(dropped.cache.length(dropped.ids[0]), 330);
+      // Another sequence takes the freed blocks and fills them with large values: a kernel that
+      // still read a dropped position (through the table's placeholder) would change the bits.
+      const SequenceId other = dropped.cache.add();
+      const std::vector<float> big(static_cast<std::size_t>(kHeadsKv * 192 * kDim), 1000.0f);
+      const std::vector<float> big_v(static_cast<std::size_t>(kHeadsKv * 192 * kDimV), -1000.0f);
+      dropped.cache.append(other, bhsd<const float>(big.data(), 1, kHeadsKv, 192, kDim),
+                           bhsd<const float>(big_v.data(), 1, kHeadsKv, 192, kDimV));
+      EXPECT_EQ(dropped.cache.free_blocks(), free_before);
       const AttentionPlan plan = make_plan(paged_shape(kept.cache.shape(), 2, kHeadsQ, kSeqQ, 512),
                                            window_options(causal));
       for_each_target([&] { EXPECT_EQ(dropped.run(plan, q), kept.run(plan, q)); });
@@ -130,11 +138,18 @@ TEST(PagedDrop, ARunReachingADroppedPositionIsAnErrorThatWritesNothing) {
   AttentionOptions global = window_options(true);
   global.variant = SlidingWindowSpec{40, 0, {5}};  // the window fits, the global token is gone
   expect_error([&] { run_with(global); }, "global token 5", ErrorKind::kInvalidArgument);
-  // One query per sequence (a ragged batch) starts at 329 and sees back to 229: still gone.
-  const std::int64_t counts[2] = {1, 3};
-  expect_error([&] { run_with(window_options(true), {.query_lengths = counts}); }, "sequences[0]",
-               ErrorKind::kInvalidArgument);
+  // A query at a global position sees every key.
+  AttentionOptions global_query = window_options(true);
+  global_query.variant = SlidingWindowSpec{40, 0, {328}};
+  expect_error([&] { run_with(global_query); }, "global position 328", ErrorKind::kInvalidArgument);
+  // A window of 72: S_q = 3 queries start at 327 and reach 255 (dropped); one query (a ragged
+  // batch, query_lengths {1, 3}) starts at 329 and reaches 257, which is stored.
+  AttentionOptions w72 = window_options(true);
+  w72.variant = SlidingWindowSpec{72, 0, {}};
+  expect_error([&] { run_with(w72); }, "sequences[0]", ErrorKind::kInvalidArgument);
   for (const float x : out.storage) ASSERT_EQ(x, 7.0f) << "out was written";
+  const std::int64_t counts[2] = {1, 3};
+  run_with(w72, {.query_lengths = counts});
   // A narrower window runs.
   AttentionOptions narrow = window_options(true);
   narrow.variant = SlidingWindowSpec{60, 0, {}};

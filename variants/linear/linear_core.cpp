@@ -345,7 +345,7 @@ std::int64_t validate_linear_spec(const LinearSpec& spec, std::int64_t dim) {
     fail("spec.epsilon", "a finite number >= 0", std::to_string(spec.epsilon));
   }
   const MatrixView<const float>& w = spec.favor_matrix;
-  const bool has_matrix = !w.empty();
+  const bool has_matrix = w.given();
   if (spec.feature_map != FeatureMap::kFavor) {
     if (spec.num_features != 0 && spec.num_features != dim) {
       fail("spec.num_features", "0 or D = " + str(dim), str(spec.num_features),

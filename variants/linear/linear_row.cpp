@@ -35,7 +35,7 @@ VariantParams params_of(const ConcreteSpec& spec) {
     p["epsilon"] = number_text(s.epsilon);
     return p;
   }
-  if (!s.favor_matrix.empty()) {
+  if (s.favor_matrix.given()) {
     throw Error(ErrorKind::kUnsupported, "linear.favor_matrix",
                 "a matrix drawn from the seed (parameters have no text for a caller's matrix)",
                 "a caller-given matrix");

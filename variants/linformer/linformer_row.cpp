@@ -20,7 +20,7 @@ const VariantRow& linformer_row() {
       .params_of =
           [](const ConcreteSpec& spec) {
             const auto& s = std::get<LinformerSpec>(spec);
-            if (!s.e.empty() || !s.f.empty()) {
+            if (s.e.given() || s.f.given()) {
               throw Error(ErrorKind::kUnsupported, "linformer.e/f",
                           "projections drawn from the seed (parameters have no text for a "
                           "caller's matrix)",

@@ -48,13 +48,13 @@ struct Projections {
   MatrixView<const float> e, f;
 };
 
-std::vector<float> copy_or_draw(const MatrixView<const float>& given_matrix, std::int64_t proj_len,
+std::vector<float> copy_or_draw(const MatrixView<const float>& matrix, std::int64_t proj_len,
                                 std::int64_t seq_k, std::uint64_t seed) {
-  if (given_matrix.empty()) return linformer_random_projection(proj_len, seq_k, seed);
+  if (!matrix.given()) return linformer_random_projection(proj_len, seq_k, seed);
   std::vector<float> m = checked_vector<float>(
       checked_product({proj_len, seq_k}, "spec.proj_len x S_k"), "spec.e / spec.f copy");
   for (std::int64_t r = 0; r < proj_len; ++r) {
-    std::copy(given_matrix.row(r), given_matrix.row(r) + seq_k, m.begin() + r * seq_k);
+    std::copy(matrix.row(r), matrix.row(r) + seq_k, m.begin() + r * seq_k);
   }
   return m;
 }
@@ -122,8 +122,8 @@ class LinformerVariant final : public AttentionVariant {
     if (s.proj_len < 1 || s.proj_len > kMaxProjLen) {
       fail("spec.proj_len", "in [1, " + str(kMaxProjLen) + "]", str(s.proj_len));
     }
-    if (!s.e.empty()) check_projection("spec.e", s.e, s.proj_len, p.seq_k());
-    if (!s.f.empty()) check_projection("spec.f", s.f, s.proj_len, p.seq_k());
+    if (s.e.given()) check_projection("spec.e", s.e, s.proj_len, p.seq_k());
+    if (s.f.given()) check_projection("spec.f", s.f, s.proj_len, p.seq_k());
   }
 
   // FLOPs: 2·k·L·(D + D_v) per (batch, kv head) for the two projections over the L valid keys,

@@ -26,7 +26,7 @@ void apply(const ParamReader& params, ConcreteSpec& spec) {
 
 VariantParams params_of(const ConcreteSpec& spec) {
   const auto& s = std::get<LshSpec>(spec);
-  if (!s.rotations.empty()) {
+  if (s.rotations.given()) {
     throw Error(ErrorKind::kUnsupported, "lsh.rotations",
                 "rotations drawn from the seed (parameters have no text for a caller's matrix)",
                 "a caller-given matrix");

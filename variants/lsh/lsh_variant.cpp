@@ -30,7 +30,7 @@ constexpr std::int64_t kAutoBucketCap = 128;
 
 // Auto: trax's 2·max(1, S / c), capped (the cap replaces trax's factorised hashing).
 std::int64_t resolved_buckets(const LshSpec& s, std::int64_t seq) {
-  if (!s.rotations.empty()) return 2 * s.rotations.cols;
+  if (s.rotations.given()) return 2 * s.rotations.cols;
   if (s.buckets != 0) return s.buckets;
   return std::min(kAutoBucketCap, 2 * std::max<std::int64_t>(1, seq / s.chunk_length));
 }
@@ -63,7 +63,7 @@ void check_spec(const LshSpec& s, std::int64_t dim) {
   }
   if (s.chunk_length < 1 || s.chunk_length > kMaxChunk)
     fail("lsh.chunk_length", "in [1, " + str(kMaxChunk) + "]", str(s.chunk_length));
-  if (!s.rotations.empty()) check_rotations(s, dim);
+  if (s.rotations.given()) check_rotations(s, dim);
 }
 
 // The rotations as used: the caller's rows copied, or drawn from the seed.
@@ -79,7 +79,7 @@ Rotations resolve(const LshSpec& s, std::int64_t seq, std::int64_t dim) {
   r.config.chunk = s.chunk_length;
   r.config.shared = s.shared_qk;
   const std::int64_t m = r.config.buckets / 2;
-  if (!s.rotations.empty()) {
+  if (s.rotations.given()) {
     r.storage = checked_vector<float>(checked_product({s.hashes, dim, m}, "lsh.rotations"),
                                       "lsh.rotations copy");
     for (std::int64_t row = 0; row < s.hashes * dim; ++row)

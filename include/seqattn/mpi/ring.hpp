@@ -78,8 +78,10 @@ struct RingState;
 
 // The plan form: the collective agreement on shapes and options is done once; run() checks
 // only the views (with one small collective, so that a bad view on one rank still fails every
-// rank instead of hanging the others). Immutable; every rank of the communicator runs it
-// together. The communicator must outlive the plan.
+// rank instead of hanging the others). The agreement is immutable; the attention plan of each
+// block shape is made on the first run that meets it and kept (behind a mutex) for the plan's
+// life, so the first run is the slower one and RingRecord::plans_made is 0 from the second.
+// Every rank of the communicator runs it together. The communicator must outlive the plan.
 class RingPlan {
  public:
   RingRecord run(const ConstTensor& q_shard, const ConstTensor& k_shard, const ConstTensor& v_shard,
