@@ -148,16 +148,6 @@ void KvCache::Impl::pack(const AnyConstTensor& k, const AnyConstTensor& v, std::
   trim_scratch();
 }
 
-namespace {
-
-// fn(pair) for every (batch, kv head) pair, in parallel when the append is large (2^18 floats).
-template <class Fn>
-void for_each_pair(std::int64_t pairs, double floats, const Fn& fn) {
-  detail::for_each_index(pairs, floats > (1 << 18), fn);
-}
-
-}  // namespace
-
 // Token t of the input goes to position length(b) + t. A ring stores only the last
 // blocks·64 of them (earlier ones would be overwritten within this very append).
 template <class Src, class Dst>
@@ -170,7 +160,7 @@ void KvCache::Impl::pack_typed(const TensorView<const Src>& k, const TensorView<
   const double floats = static_cast<double>(pairs * (n - skip) * (shape.dim + shape.dim_v));
   const std::int64_t row_floats = rope ? 3 * shape.dim : 0;
   float* rows = scratch_floats(static_cast<std::size_t>(pairs * row_floats));
-  for_each_pair(pairs, floats, [&](std::int64_t pair) {
+  detail::for_each_index(pairs, detail::parallel_append(floats), [&](std::int64_t pair) {
     float* row = rows + pair * row_floats;
     const std::int64_t lb = pair / heads, hk = pair % heads, b = first_batch + lb;
     Dst* k_dst = k_pair<Dst>(b, hk);
@@ -211,7 +201,7 @@ void KvCache::Impl::pack_int8(const TensorView<const Src>& k, const TensorView<c
   float* rows = scales + pairs * n * 2;
   auto for_pairs = [&](auto&& body) {
     const double floats = static_cast<double>(pairs * (n - skip) * (dim + shape.dim_v));
-    for_each_pair(pairs, floats, [&](std::int64_t pair) {
+    detail::for_each_index(pairs, detail::parallel_append(floats), [&](std::int64_t pair) {
       float* row = rows + pair * row_floats;
       const std::int64_t lb = pair / heads, hk = pair % heads;
       const std::int64_t start = lengths[static_cast<size_t>(first_batch + lb)];

@@ -15,6 +15,11 @@ namespace seqattn::detail {
 // The longest key row an int8 cache stores (its integer Q·Kᵀ stays exact in int32).
 inline constexpr std::int64_t kMaxInt8Dim = 65536;
 
+// Whether an append that converts `elements` K and V elements writes its (batch,) kv heads in
+// parallel: above 2^18 (a prompt). A decode step's append stays on the calling thread, out of
+// OpenMP, and allocates nothing (detail::for_each_index).
+inline bool parallel_append(double elements) { return elements > double(1 << 18); }
+
 // Fails (naming shape.dtype) unless dtype is one a cache stores: f32, bf16, f16 or i8; and
 // (naming shape.dim) for an int8 cache with dim > kMaxInt8Dim.
 void check_cache_dtype(DType dtype, std::int64_t dim);

@@ -63,13 +63,10 @@ struct PagedKvCache::Impl {
   std::vector<float> scales;
 
   float* row_of(std::int64_t hk) { return rows.data() + hk * row_floats; }
-  // Whether an append of n tokens writes its kv heads in parallel: as KvCache::append, when
-  // it moves more than 2^18 elements (a prompt, not a decode step, which stays out of OpenMP
-  // and allocates nothing).
-  bool parallel_append(std::int64_t n) const {
-    return static_cast<double>(n) * static_cast<double>(shape.heads_kv) *
-               static_cast<double>(shape.dim + shape.dim_v) >
-           double(1 << 18);
+  // Whether an append of n tokens writes its kv heads in parallel (as KvCache::append).
+  bool parallel(std::int64_t n) const {
+    return detail::parallel_append(static_cast<double>(n * shape.heads_kv) *
+                                   static_cast<double>(shape.dim + shape.dim_v));
   }
 
   Sequence& find(SequenceId id, const char* argument) {
@@ -129,7 +126,7 @@ void PagedKvCache::Impl::int8_scales(const Sequence& s, const TensorView<const S
   const std::int64_t n = kt.shape[2], heads = shape.heads_kv;
   scales.resize(static_cast<std::size_t>(heads * n * 2));  // allocates only to grow
   const detail::RopeTables* r = rope ? &*rope : nullptr;
-  detail::for_each_index(heads, parallel_append(n), [&](std::int64_t hk) {
+  detail::for_each_index(heads, parallel(n), [&](std::int64_t hk) {
     float* row = row_of(hk);
     for (std::int64_t t = 0; t < n; ++t) {
       float* sc = scales.data() + (hk * n + t) * 2;
@@ -158,7 +155,7 @@ void PagedKvCache::Impl::write(const Sequence& s, const TensorView<const Src>& k
   detail::visit_cache_element(shape.dtype, [&](auto elem) {
     using Dst = decltype(elem);
     // Each kv head writes its own sub-blocks and scales: the heads are independent.
-    detail::for_each_index(heads, parallel_append(n), [&](std::int64_t hk) {
+    detail::for_each_index(heads, parallel(n), [&](std::int64_t hk) {
       float* buf = row_of(hk);
       for (std::int64_t t = 0; t < n; ++t) {
         const std::int64_t pos = s.length + t, slot = pos % kKvBlock;

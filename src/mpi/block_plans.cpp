@@ -6,12 +6,8 @@
 
 namespace seqattn::mpi {
 
-BlockPlans::BlockPlans(const Agreement& agreed, const AttentionOptions& options) {
-  extents_.batch = agreed.batch;
-  extents_.heads_q = agreed.heads_q;
-  extents_.heads_kv = agreed.heads_kv;
-  extents_.dim = agreed.dim;
-  extents_.dim_v = agreed.dim_v;
+BlockPlans::BlockPlans(const AttentionShape& shard, const AttentionOptions& options)
+    : extents_(shard) {
   options_.scale = options.scale;
   options_.threads = options.threads;
   // Rounding the inputs to bf16 is idempotent: per block it is the same as over the whole.

@@ -11,14 +11,14 @@
 
 #include "seqattn/options.hpp"
 #include "seqattn/plan.hpp"
-#include "src/mpi/ring_agreement.hpp"
 
 namespace seqattn::mpi {
 
 class BlockPlans {
  public:
-  // `options`: the ring's; the plans take its scale, threads and fp32 precision.
-  BlockPlans(const Agreement& agreed, const AttentionOptions& options);
+  // `shard`: this rank's extents (the plans take its batch, heads and dims); `options`: the
+  // ring's (the plans take its scale, threads and fp32 precision).
+  BlockPlans(const AttentionShape& shard, const AttentionOptions& options);
   BlockPlans(const BlockPlans&) = delete;
   BlockPlans& operator=(const BlockPlans&) = delete;
 
@@ -38,7 +38,7 @@ class BlockPlans {
     bool causal = false;
     auto operator<=>(const Key&) const = default;
   };
-  AttentionShape extents_;  // batch, heads and dims; seq_q and seq_k per plan
+  AttentionShape extents_;  // the shard's: batch, heads and dims; seq_q and seq_k per plan
   AttentionOptions options_;
   mutable std::mutex mutex_;
   std::map<Key, AttentionPlan> plans_;

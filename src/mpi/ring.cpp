@@ -297,7 +297,7 @@ RingRecord run_agreed(MPI_Comm comm, const Agreement& a, const ConstTensor& q, c
 namespace internal {
 struct RingState {
   RingState(MPI_Comm c, const AttentionOptions& o, const AttentionShape& s, Agreement a)
-      : comm(c), options(o), shard(s), agreement(std::move(a)), plans(agreement, options) {}
+      : comm(c), options(o), shard(s), agreement(std::move(a)), plans(shard, options) {}
   MPI_Comm comm;
   AttentionOptions options;
   AttentionShape shard;
@@ -313,7 +313,7 @@ RingRecord ring_attention(MPI_Comm comm, const ConstTensor& q_shard, const Const
   const AttentionShape shard =
       agree_on_views(comm, q_shard, k_shard, v_shard, out_shard, options, nullptr);
   const Agreement a = agree_on_ring(comm, shard, options);
-  BlockPlans plans(a, options);  // shared by the blocks of this call
+  BlockPlans plans(shard, options);  // shared by the blocks of this call
   return run_agreed(comm, a, q_shard, k_shard, v_shard, out_shard, options, plans, t0);
 }
 
