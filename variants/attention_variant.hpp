@@ -3,6 +3,7 @@
 // (src/core/problem.hpp) to the variant; the variant checks what only it knows, then runs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -19,6 +20,13 @@ class PreparedVariant {
  public:
   virtual ~PreparedVariant() = default;
   virtual void run(const Problem& problem) const = 0;
+  // The scratch a run of `planned` (shapes, threads; full key lengths) carves from a caller's
+  // workspace (Problem::workspace), the most over the compute paths it may take; nullopt: the
+  // variant allocates its own scratch and takes no workspace (the default).
+  virtual std::optional<std::size_t> workspace_bytes(const Problem& planned) const {
+    (void)planned;
+    return std::nullopt;
+  }
 };
 
 class AttentionVariant {
@@ -29,6 +37,10 @@ class AttentionVariant {
   // this variant cannot honour. Must not write to the problem's outputs.
   virtual void check(const Problem& problem, const VariantSpec& spec) const = 0;
   virtual Cost cost(const Problem& problem, const VariantSpec& spec) const = 0;
+  // Whether cost() depends on the key lengths: when it does not, a run with key lengths reuses
+  // the plan's cost instead of recounting (dense and sliding window count the structure only;
+  // their recount built a band per run, an allocation in a steady loop).
+  virtual bool cost_counts_key_lengths() const { return true; }
   virtual void run(const Problem& problem, const VariantSpec& spec) const = 0;
   // Called once per plan with a problem that carries shapes (no data) and passed check().
   // The default keeps the spec and calls run(problem, spec); variants with per-shape state

@@ -65,9 +65,12 @@ struct RunArgs {
   std::optional<ConstTensor> bias{};
   std::optional<Tensor> lse{};      // output [B, H_q, S_q, 1]
   std::optional<Tensor> weights{};  // output [B, H_q, S_q, S_k] (dense and sliding window)
-  // Scratch of a run over a KvCache or a PagedKvCache: at least workspace_bytes(), 64-byte
-  // aligned, one per concurrent run. Empty = the run allocates it. Runs over q, k, v allocate
-  // their packing scratch themselves and refuse a workspace (kNotImplemented).
+  // Scratch of the run: at least workspace_bytes() over a cache, qkv_workspace_bytes() over
+  // q, k, v; 64-byte aligned; one per concurrent run.
+  // Empty = the run allocates it. Over a KvCache or a PagedKvCache, any variant that runs there.
+  // Over q, k, v: dense and sliding window with f32 views, fp32_precision ieee and no weights
+  // (the packed K/V tiles and each thread's scratch); other variants, half views, bf16
+  // precision and weights allocate beside it and refuse a workspace (kNotImplemented).
   std::span<std::byte> workspace{};
 };
 
@@ -82,9 +85,19 @@ class AttentionPlan {
   // for a long prefill chunk over a cache, it is as large as q and out in fp32.
   std::size_t workspace_bytes() const;
 
+  // Scratch a run over q, k, v needs (RunArgs::workspace): the packed K/V tiles and each
+  // planned thread's scratch, counted for this process's SIMD target at full key lengths on the
+  // fp32 path (the plan builds the tile tables it needs now and keeps them). With it, a steady
+  // prefill loop allocates nothing after its first run (which builds the RoPE rows and the
+  // thread team; tests/kv_cache/test_steady_alloc.cpp counts). nullopt: this plan's runs over
+  // q, k, v take no workspace (dense and sliding window do, with fp32_precision ieee; their
+  // runs then need f32 views and no weights, RunArgs::workspace).
+  std::optional<std::size_t> qkv_workspace_bytes() const;
+
   // Attention over q, k, v (shapes as planned; any strides; out must not overlap an input).
   // Throws Error, writing nothing, on a bad view. One plan may run from many threads at once.
-  // This path packs K and V on every call, into scratch it allocates itself. Views may be
+  // This path packs K and V on every call, into RunArgs::workspace or scratch it allocates
+  // (RunArgs::workspace says which variants and views take a workspace). Views may be
   // float, bfloat16 or float16: half inputs are widened to fp32 copies first and a half out is
   // rounded from an fp32 result (lse and weights are always fp32).
   RunRecord run(const AnyConstTensor& q, const AnyConstTensor& k, const AnyConstTensor& v,

@@ -109,11 +109,18 @@ AttentionPlan make_plan(const AttentionShape& shape, const AttentionOptions& opt
   st->cost = st->impl->cost(st->planned, st->spec);
   st->prepared = st->impl->prepare(st->planned, st->spec);
   plan_cache_path(*st);
+  // A plan rounding f32 q, k, v to bf16 stages them in allocations: no workspace serves it.
+  if (options.fp32_precision == Fp32Precision::kIeee) {
+    st->qkv_workspace_bytes = st->prepared->workspace_bytes(st->planned);
+  }
   return AttentionPlan(std::move(st));
 }
 
 std::size_t AttentionPlan::workspace_bytes() const {
   return state_->tables_end() + state_->staging_bytes;
+}
+std::optional<std::size_t> AttentionPlan::qkv_workspace_bytes() const {
+  return state_->qkv_workspace_bytes;
 }
 const AttentionShape& AttentionPlan::shape() const { return state_->shape; }
 Variant AttentionPlan::variant() const { return state_->id; }
@@ -180,11 +187,38 @@ detail::ComputePath path_for(const detail::PlanState& st, bool bf16) {
   return detail::bf16_path_here().path;
 }
 
+// What a caller's workspace can serve in a run over q, k, v: the flash kernel's scratch (dense
+// and sliding window), with f32 views and no weights. Everything else would allocate beside
+// it, so it is refused rather than half honoured. The kernel checks the size for the run's
+// target and key lengths.
+void check_qkv_workspace(const detail::PlanState& st, std::initializer_list<DType> dtypes,
+                         const RunArgs& args) {
+  if (args.workspace.empty()) return;
+  const std::string given = std::to_string(args.workspace.size()) + " bytes";
+  if (!all_f32(dtypes) || st.options.fp32_precision == Fp32Precision::kBf16) {
+    throw Error(ErrorKind::kNotImplemented, "workspace",
+                "empty when q, k, v or out is half (or fp32_precision rounds q, k, v)", given,
+                "half views (and f32 views rounded to bf16) are staged in copies the run "
+                "allocates; pass f32 views with fp32_precision ieee, or no workspace");
+  }
+  if (!st.qkv_workspace_bytes) {
+    throw Error(ErrorKind::kNotImplemented, "workspace",
+                "empty for a " + std::string(to_string(st.id)) + " run over q, k and v", given,
+                "this variant allocates its own scratch; a caller workspace serves dense and "
+                "sliding-window runs over q, k, v and runs over a KvCache or PagedKvCache");
+  }
+  if (args.weights) {
+    throw Error(ErrorKind::kNotImplemented, "workspace", "empty when weights are asked for", given,
+                "the weights' row pass allocates its rows; omit weights or the workspace");
+  }
+}
+
 RunRecord run_f32(const detail::PlanState& st, const ConstTensor& q, const ConstTensor& k,
                   const ConstTensor& v, const Tensor& out, const RunArgs& args,
                   Clock::time_point start, detail::ComputePath path) {
   detail::Problem p = detail::bind_problem(st.planned, q, k, v, out, args);
   p.compute_path = path;
+  p.workspace = args.workspace;  // checked by check_qkv_workspace, sized by the kernel
   // The variant's limits on per-call data (key lengths, keep, bias, weights, lse) are known
   // only now.
   const detail::ProblemMask& mask = p.mask;
@@ -196,7 +230,8 @@ RunRecord run_f32(const detail::PlanState& st, const ConstTensor& q, const Const
   if (const detail::RopeTables* rope = detail::rope_of(p.positional.get())) rope->rows();
   st.prepared->run(p);
   // The planned cost counts every key; the run's key lengths change it.
-  const detail::Cost cost = mask.key_lengths.empty() ? st.cost : st.impl->cost(p, st.spec);
+  const bool recount = !mask.key_lengths.empty() && st.impl->cost_counts_key_lengths();
+  const detail::Cost cost = recount ? st.impl->cost(p, st.spec) : st.cost;
   return record_of(st, cost, p.threads, start, path);
 }
 
@@ -212,12 +247,7 @@ RunRecord AttentionPlan::run(const AnyConstTensor& q, const AnyConstTensor& k,
                 std::to_string(args.query_lengths.size()) + " lengths",
                 "per-sequence query counts are for runs over a KvCache or PagedKvCache");
   }
-  if (!args.workspace.empty()) {
-    throw Error(ErrorKind::kNotImplemented, "workspace", "empty for a run over q, k and v",
-                std::to_string(args.workspace.size()) + " bytes",
-                "runs over q, k, v allocate their packing scratch themselves (a caller "
-                "workspace serves runs over a KvCache or PagedKvCache)");
-  }
+  check_qkv_workspace(st, {q.dtype, k.dtype, v.dtype, out.dtype}, args);
   const detail::ComputePath path = path_for(st, bf16_operands(st, {q.dtype, k.dtype, v.dtype}));
   const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;
   if (!rounds && all_f32({q.dtype, k.dtype, v.dtype, out.dtype})) {

@@ -3,6 +3,7 @@
 // three, so none of them reaches up or sideways for it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -40,6 +41,9 @@ struct Problem {
   std::optional<Tensor> weights;
   std::optional<Tensor> lse;
   int threads = 1;
+  // The caller's scratch for the flash kernel (RunArgs::workspace, checked), or empty: the
+  // kernel allocates its own.
+  std::span<std::byte> workspace;
   ComputePath compute_path = ComputePath::kFp32;  // the tile kernel's products
   // RoPE tables and ALiBi slopes (validated, built once per plan); null without either.
   std::shared_ptr<const PositionalTables> positional;

@@ -1,6 +1,7 @@
 #include "src/kernel/block_mask.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 namespace seqattn::detail {
@@ -75,6 +76,72 @@ BlockMask KeyStructure::block_mask(const TileGrid& grid) const {
     m.offsets.push_back(static_cast<std::int64_t>(m.runs.size()));
   }
   return m;
+}
+
+namespace {
+
+std::shared_ptr<const RowTables> build_rows(const KeyStructure& keys, std::int64_t seq_q,
+                                            std::int64_t seq_k) {
+  auto t = std::make_shared<RowTables>();
+  t->seq_q = seq_q;
+  t->seq_k = seq_k;
+  if (keys.row_table() == nullptr) {
+    t->rows.resize(static_cast<size_t>(seq_q));
+    for (std::int64_t i = 0; i < seq_q; ++i) t->rows[static_cast<size_t>(i)] = keys.row_keys(i);
+  }
+  if (!keys.columns().empty()) {
+    t->column.assign(static_cast<size_t>(seq_k), 0);
+    for (const std::int64_t j : keys.columns()) t->column[static_cast<size_t>(j)] = 1;
+  }
+  return t;
+}
+
+std::shared_ptr<const GridTables> build_grid(const KeyStructure& keys, const TileGrid& grid) {
+  auto t = std::make_shared<GridTables>();
+  t->blocks = keys.block_mask(grid);
+  t->first_column.assign(static_cast<size_t>(grid.key_tiles()),
+                         std::numeric_limits<std::int64_t>::max());
+  for (const std::int64_t j : keys.columns()) {
+    std::int64_t& f = t->first_column[static_cast<size_t>(j / grid.key_tile)];
+    f = std::min(f, j);
+  }
+  return t;
+}
+
+bool same_grid(const TileGrid& a, const TileGrid& b) {
+  return a.query_tile == b.query_tile && a.key_tile == b.key_tile && a.seq_q == b.seq_q &&
+         a.seq_k == b.seq_k;
+}
+
+}  // namespace
+
+StructureTables& StructureTables::operator=(const StructureTables&) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  rows_.clear();
+  grids_.clear();
+  return *this;
+}
+
+std::shared_ptr<const RowTables> StructureTables::rows(const KeyStructure& keys, std::int64_t seq_q,
+                                                       std::int64_t seq_k) {
+  if (!keys.fixed()) return build_rows(keys, seq_q, seq_k);
+  const std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& t : rows_) {
+    if (t->seq_q == seq_q && t->seq_k == seq_k) return t;
+  }
+  rows_.push_back(build_rows(keys, seq_q, seq_k));
+  return rows_.back();
+}
+
+std::shared_ptr<const GridTables> StructureTables::grid(const KeyStructure& keys,
+                                                        const TileGrid& grid) {
+  if (!keys.fixed()) return build_grid(keys, grid);
+  const std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& t : grids_) {
+    if (same_grid(t->blocks.grid, grid)) return t;
+  }
+  grids_.push_back(build_grid(keys, grid));
+  return grids_.back();
 }
 
 BlockMask AllKeys::block_mask(const TileGrid& grid) const {

@@ -14,6 +14,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 namespace seqattn::detail {
@@ -66,6 +68,45 @@ struct SlotRule {
   const std::int32_t* key = nullptr;    // [H_kv · S_k] positions of the keys
 };
 
+// What the kernel derives from a structure alone, whatever the run's data: the rows as an
+// array (when the structure stores none) and a flag per key that is a column ([S_k], empty
+// without columns).
+struct RowTables {
+  std::int64_t seq_q = 0, seq_k = 0;
+  std::vector<KeyRange> rows;
+  std::vector<std::uint8_t> column;
+};
+
+// ... and from a structure and one tile grid: the block mask and, per key tile, its smallest
+// key column (INT64_MAX when it holds none).
+struct GridTables {
+  BlockMask blocks;
+  std::vector<std::int64_t> first_column;
+};
+
+// The tables of one structure. A fixed structure's (KeyStructure::fixed) are built on first use
+// and kept: a plan's structure meets one grid per SIMD target and compute path, so a steady loop
+// of runs builds nothing (and allocates nothing) after its first; handing out a kept table is a
+// shared_ptr copy. Thread-safe: concurrent runs of one plan share it. Any other structure's are
+// built afresh on every request (LSH's windows change their rows in place between segments: a
+// kept mask would skip keys). A copy or an assignment starts empty (the tables are derived,
+// not state).
+class StructureTables {
+ public:
+  StructureTables() = default;
+  StructureTables(const StructureTables&) {}
+  StructureTables& operator=(const StructureTables&);
+
+  std::shared_ptr<const RowTables> rows(const class KeyStructure& keys, std::int64_t seq_q,
+                                        std::int64_t seq_k);
+  std::shared_ptr<const GridTables> grid(const class KeyStructure& keys, const TileGrid& grid);
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<const RowTables>> rows_;
+  std::vector<std::shared_ptr<const GridTables>> grids_;
+};
+
 class KeyStructure {
  public:
   KeyStructure() = default;
@@ -75,11 +116,24 @@ class KeyStructure {
   KeyStructure& operator=(KeyStructure&&) = default;
   virtual ~KeyStructure() = default;
 
+  // The structure's tables for S_q rows over S_k keys, and for one grid (StructureTables).
+  std::shared_ptr<const RowTables> row_tables(std::int64_t seq_q, std::int64_t seq_k) const {
+    return tables_.rows(*this, seq_q, seq_k);
+  }
+  std::shared_ptr<const GridTables> grid_tables(const TileGrid& grid) const {
+    return tables_.grid(*this, grid);
+  }
+
+  // True when rows, columns and the block mask never change after construction, so the
+  // kernel's tables are kept (StructureTables); false (the default) for a structure that is
+  // changed in place between runs.
+  virtual bool fixed() const { return false; }
+
   // Row i's contiguous key range, in [0, S_k).
   virtual KeyRange row_keys(std::int64_t i) const = 0;
 
-  // The rows as an array [S_q] when the structure stores them (else the kernel reads them
-  // into one of its own once per call).
+  // The rows as an array [S_q] when the structure stores them (else its row tables hold a
+  // copy: StructureTables).
   virtual const KeyRange* row_table() const { return nullptr; }
 
   // Keys every row sees besides its range, sorted and unique, each < S_k.
@@ -87,7 +141,7 @@ class KeyStructure {
 
   // > 0: every row's range holds at most this many keys, except "wide" rows (a global query
   // row, say). The kernel then streams the keys of long sequences through a ring of packed
-  // tiles (FlashForwardBanded) and runs the query tiles holding a wide row on a full copy.
+  // tiles (FlashRun's banded path) and runs the query tiles holding a wide row on a full copy.
   // 0: rows may see any number of keys (dense); every key is packed up front.
   virtual std::int64_t local_width() const { return 0; }
 
@@ -97,6 +151,9 @@ class KeyStructure {
   // The visiting plan for the kernel's grid. The default derives it from row_keys and
   // columns (O(S_q + query tiles · columns)); a variant with a cheaper closed form overrides.
   virtual BlockMask block_mask(const TileGrid& grid) const;
+
+ private:
+  mutable StructureTables tables_;
 };
 
 // Dense attention's structure: every row sees every key; every run is full.
@@ -105,6 +162,7 @@ class AllKeys final : public KeyStructure {
   explicit AllKeys(std::int64_t seq_k) : seq_k_(seq_k) {}
   KeyRange row_keys(std::int64_t) const override { return {0, seq_k_}; }
   BlockMask block_mask(const TileGrid& grid) const override;
+  bool fixed() const override { return true; }
 
  private:
   std::int64_t seq_k_;
@@ -118,6 +176,7 @@ class RowKeyRanges final : public KeyStructure {
   KeyRange row_keys(std::int64_t i) const override { return rows_[static_cast<size_t>(i)]; }
   const KeyRange* row_table() const override { return rows_.data(); }
   std::int64_t local_width() const override { return width_; }
+  bool fixed() const override { return true; }
 
  private:
   std::vector<KeyRange> rows_;

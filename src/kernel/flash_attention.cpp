@@ -24,6 +24,13 @@ void FlashForwardOnTarget(const Problem& p, const KeyStructure& keys) {
     FlashForward<Ops, Fp32Products<Ops>>(p, keys);
   }
 }
+std::size_t FlashWorkspaceBytesOnTarget(const Problem& p, const KeyStructure& keys) {
+  using Ops = simd::HWY_NAMESPACE::FloatOps;
+  if (p.compute_path == ComputePath::kAmxBf16 || p.compute_path == ComputePath::kAmxEmulated) {
+    return FlashWorkspaceBytes<Ops, TileProducts<Ops>>(p, keys);
+  }
+  return FlashWorkspaceBytes<Ops, Fp32Products<Ops>>(p, keys);
+}
 }  // namespace seqattn::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -33,11 +40,16 @@ HWY_AFTER_NAMESPACE();
 namespace seqattn::detail {
 
 HWY_EXPORT(FlashForwardOnTarget);
+HWY_EXPORT(FlashWorkspaceBytesOnTarget);
 
 bool tile_paths_built() { return true; }
 
 void flash_forward(const Problem& p, const KeyStructure& keys) {
   HWY_DYNAMIC_DISPATCH(FlashForwardOnTarget)(p, keys);
+}
+
+std::size_t flash_workspace_bytes(const Problem& p, const KeyStructure& keys) {
+  return HWY_DYNAMIC_DISPATCH(FlashWorkspaceBytesOnTarget)(p, keys);
 }
 
 }  // namespace seqattn::detail

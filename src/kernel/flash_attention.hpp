@@ -10,9 +10,18 @@ namespace seqattn::detail {
 // structure. Does not write attention weights (see weights_forward for that).
 void flash_forward(const Problem& p, const KeyStructure& keys);
 
+// The bytes flash_forward carves for p (its shape, key lengths, threads and compute path, on
+// this SIMD target): what Problem::workspace must hold. Builds the structure's tables (kept).
+std::size_t flash_workspace_bytes(const Problem& p, const KeyStructure& keys);
+
 // The softmax variants' run: the flash kernel, then, when weights are asked for, a row pass
 // that forms them (so out and lse never depend on whether they were asked).
 void softmax_forward(const Problem& p, const KeyStructure& keys);
+
+// The workspace softmax_forward carves for a run of `planned` (without weights) on this SIMD
+// target on the fp32 path: the only one a run in a caller's workspace takes (f32 views and
+// fp32_precision ieee, which AttentionPlan::run requires of one).
+std::size_t softmax_workspace_bytes(const Problem& planned, const KeyStructure& keys);
 
 // Whether flash_forward() honours Problem::compute_path kAmxBf16 and kAmxEmulated (the Highway
 // backend's tile products); the xsimd backend runs fp32 only.

@@ -24,4 +24,8 @@ void flash_forward(const Problem& p, const KeyStructure& keys) {
   current_xsimd_flash().forward(p, keys);
 }
 
+std::size_t flash_workspace_bytes(const Problem& p, const KeyStructure& keys) {
+  return current_xsimd_flash().workspace_bytes(p, keys);
+}
+
 }  // namespace seqattn::detail

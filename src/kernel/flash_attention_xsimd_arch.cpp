@@ -22,11 +22,15 @@ namespace seqattn::detail::SEQATTN_XSIMD_NAMESPACE {
 using Ops = simd::XsimdFloatOps<SEQATTN_XSIMD_ARCH_TYPE>;
 
 void Forward(const Problem& p, const KeyStructure& keys) { FlashForward<Ops>(p, keys); }
+std::size_t WorkspaceBytes(const Problem& p, const KeyStructure& keys) {
+  return FlashWorkspaceBytes<Ops>(p, keys);
+}
 void Exp2(const float* in, float* out, size_t n) { Exp2NonPositiveSpan<Ops>(in, out, n); }
 }  // namespace seqattn::detail::SEQATTN_XSIMD_NAMESPACE
 
 namespace seqattn::detail {
 XsimdFlashEntry SEQATTN_XSIMD_ENTRY() {
-  return {&SEQATTN_XSIMD_NAMESPACE::Forward, &SEQATTN_XSIMD_NAMESPACE::Exp2};
+  return {&SEQATTN_XSIMD_NAMESPACE::Forward, &SEQATTN_XSIMD_NAMESPACE::WorkspaceBytes,
+          &SEQATTN_XSIMD_NAMESPACE::Exp2};
 }
 }  // namespace seqattn::detail

@@ -12,6 +12,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <new>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -21,6 +24,8 @@
 #include "src/kernel/amx/tile_backend.hpp"
 #include "src/kernel/amx/vnni_packing.hpp"
 #include "src/kernel/block_mask.hpp"
+#include "src/kernel/scratch_arena.hpp"
+#include "src/kernel/team_loops.hpp"
 #include "src/kernel/tile_visibility.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/simd/prefetch.hpp"

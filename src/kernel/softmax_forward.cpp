@@ -1,6 +1,7 @@
 // The softmax variants' run over the tile kernel: out and lse from the flash kernel, then the
 // weights from the row path when they are asked for.
 #include "src/kernel/flash_attention.hpp"
+
 #include "src/kernel/weight_rows.hpp"
 
 namespace seqattn::detail {
@@ -10,6 +11,12 @@ namespace seqattn::detail {
 void softmax_forward(const Problem& p, const KeyStructure& keys) {
   flash_forward(p, keys);  // never reads or writes p.weights
   if (p.weights) weights_forward(p, keys);
+}
+
+std::size_t softmax_workspace_bytes(const Problem& planned, const KeyStructure& keys) {
+  Problem p = planned;
+  p.compute_path = ComputePath::kFp32;
+  return flash_workspace_bytes(p, keys);
 }
 
 }  // namespace seqattn::detail

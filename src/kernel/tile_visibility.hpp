@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "src/core/problem.hpp"
@@ -19,26 +20,18 @@ namespace seqattn::detail {
 class TileVisibility {
  public:
   // The kernel asks for the structure's rows per work item: an array read keeps a virtual call
-  // out of that loop, so rows a structure does not store are read into one here, once.
+  // out of that loop, so rows a structure does not store come from its row tables (built on
+  // the structure's first run and kept, as are the key-column flags).
   TileVisibility(const Problem& p, const KeyStructure& keys)
       : p_(p),
         mask_(p),
         local_width_(keys.local_width()),
+        tables_(keys.row_tables(p.seq_q(), p.seq_k())),
         rows_(keys.row_table()),
         slots_(keys.slot_rule()) {
-    if (rows_ == nullptr) {
-      own_rows_.resize(static_cast<size_t>(p.seq_q()));
-      for (std::int64_t i = 0; i < p.seq_q(); ++i)
-        own_rows_[static_cast<size_t>(i)] = keys.row_keys(i);
-      rows_ = own_rows_.data();
-    }
-    if (keys.columns().empty()) return;
-    column_.assign(static_cast<size_t>(p.seq_k()), 0);
-    for (const std::int64_t j : keys.columns()) column_[static_cast<size_t>(j)] = 1;
+    if (rows_ == nullptr) rows_ = tables_->rows.data();
+    if (!tables_->column.empty()) column_ = tables_->column.data();
   }
-
-  TileVisibility(const TileVisibility&) = delete;  // rows_ may point into own_rows_
-  TileVisibility& operator=(const TileVisibility&) = delete;
 
   // True when every visited tile needs the element path (keep mask, bias or slot positions).
   bool elementwise() const {
@@ -68,7 +61,7 @@ class TileVisibility {
   }
 
   bool is_column(std::int64_t j) const {
-    return !column_.empty() && column_[static_cast<size_t>(j)] != 0;
+    return column_ != nullptr && column_[static_cast<size_t>(j)] != 0;
   }
 
   // Applies the exact rule to scores s[0, keys) of row i for keys j0 + [0, keys); keys past S_k
@@ -99,10 +92,10 @@ class TileVisibility {
   const Problem& p_;
   ElementMask mask_;
   std::int64_t local_width_;
-  const KeyRange* rows_;              // [S_q] the structure's row ranges
-  const SlotRule* slots_;             // null without per-key rules
-  std::vector<KeyRange> own_rows_;    // their copy when the structure stores none
-  std::vector<std::uint8_t> column_;  // [S_k] when the structure has key columns
+  std::shared_ptr<const RowTables> tables_;  // the structure's rows (when it stores none), columns
+  const KeyRange* rows_;                     // [S_q] the structure's row ranges
+  const SlotRule* slots_;                    // null without per-key rules
+  const std::uint8_t* column_ = nullptr;     // [S_k] when the structure has key columns
 };
 
 }  // namespace seqattn::detail

@@ -269,8 +269,15 @@ MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
   // On tiles the layer is bf16 throughout: q, k and v are rounded as a bf16 module's would be.
   options.fp32_precision =
       path != detail::ComputePath::kFp32 ? Fp32Precision::kBf16 : m.config.fp32_precision;
-  record.attention = m.plan_for(detail::shape_of(qv, kvw, vv, ov), options)
-                         .run(qv, kvw, vv, ov, detail::run_args(options));
+  const AttentionPlan& plan = m.plan_for(detail::shape_of(qv, kvw, vv, ov), options);
+  RunArgs args = detail::run_args(options);
+  // The plan's workspace where its q/k/v runs take one (dense and sliding window, fp32
+  // activations, no weights): held by the layer like the projections' buffers.
+  const std::optional<std::size_t> attention_bytes = plan.qkv_workspace_bytes();
+  if (attention_bytes && options.fp32_precision == Fp32Precision::kIeee && !weights) {
+    args.workspace = m.attention_scratch(*attention_bytes);
+  }
+  record.attention = plan.run(qv, kvw, vv, ov, args);
   const auto attn_stop = Clock::now();
 
   if (m.config.output_projection) m.project_output(path, b, out);

@@ -2,11 +2,15 @@
 // pass (mha_forward.cpp).
 #pragma once
 
+#include <hwy/aligned_allocator.h>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,6 +55,19 @@ struct MultiHeadAttention::Impl {
   // beta = 0 GEMM before it is read).
   std::unique_ptr<float[]> workspace;
   std::size_t workspace_floats = 0;
+
+  // The attention run's scratch (AttentionPlan::qkv_workspace_bytes), grown to the largest
+  // plan met, so a steady forward's attention allocates nothing either.
+  hwy::AlignedFreeUniquePtr<std::byte[]> attention_workspace;
+  std::size_t attention_workspace_bytes = 0;
+  std::span<std::byte> attention_scratch(std::size_t bytes) {
+    if (attention_workspace_bytes < bytes) {
+      attention_workspace = hwy::AllocateAligned<std::byte>(bytes);
+      if (!attention_workspace) throw std::bad_alloc();
+      attention_workspace_bytes = bytes;
+    }
+    return {attention_workspace.get(), bytes};
+  }
 
   float* scratch(std::size_t floats) {
     if (workspace_floats < floats) {

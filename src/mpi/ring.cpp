@@ -2,7 +2,10 @@
 // the neighbour exchange for sliding window) and the exact LSE merge of their partials.
 #include <chrono>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "seqattn/error.hpp"
@@ -78,6 +81,9 @@ struct Ring {
   BlockPlans& plans;
   std::vector<float> lse;  // [B, H_q, n, 1]
   std::vector<float> partial_out, partial_lse;
+  // The kernel's scratch for the block runs (AttentionPlan::qkv_workspace_bytes), grown to the
+  // largest block plan met: a call allocates it once, not once per block.
+  std::vector<std::byte> workspace;  // 64 bytes more than the largest: aligned inside
   std::vector<MPI_Request> pending;  // transfers in flight while the kernel runs
   RingRecord record;
 };
@@ -101,6 +107,12 @@ void Ring::attend_block(std::int64_t i0, std::int64_t i1, const KvBlock& block, 
                                           agreed.heads_kv, block.rows, agreed.dim_v);
   const AttentionPlan& plan = plans.get(rows, keys, variant, causal);
   RunArgs args;
+  const std::optional<std::size_t> bytes = plan.qkv_workspace_bytes();
+  if (bytes && options.fp32_precision == Fp32Precision::kIeee) {
+    if (workspace.size() < *bytes + 64) workspace.resize(*bytes + 64);
+    const auto misaligned = reinterpret_cast<std::uintptr_t>(workspace.data()) % 64;
+    args.workspace = {workspace.data() + (64 - misaligned) % 64, *bytes};
+  }
   std::vector<std::int64_t> key_lengths;
   if (!options.mask.key_lengths.empty()) {
     Pieces attended;

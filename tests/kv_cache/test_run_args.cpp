@@ -1,14 +1,16 @@
 // Per-call arguments (RunArgs): one plan serves any key lengths, keep masks and biases, each run
-// equal to attend() with the same data; a plan refuses the per-call parts in its options, and a
-// q/k/v run refuses a workspace it would not use.
+// equal to attend() with the same data; a plan refuses the per-call parts in its options; a
+// q/k/v run in a caller workspace, and the workspaces it refuses.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <variant>
 #include <vector>
 
 #include "seqattn/seqattn.hpp"
 #include "tests/kv_cache/kv_cache_support.hpp"
+#include "tests/reference/reference.hpp"
 #include "tests/support/test_tensors.hpp"
 #include "tests/support/variant_test_rows.hpp"
 
@@ -156,14 +158,111 @@ TEST(RunArgs, PlanRefusesPerCallOptions) {
   expect_error([&] { make_plan(shape, o); }, "options.lse", ErrorKind::kInvalidArgument);
 }
 
-TEST(RunArgs, QkvRunRefusesAWorkspace) {
+// A q/k/v run in a caller workspace (filled with NaN bytes first, so stale scratch would show)
+// gives the bits of a run without one and matches the float64 reference: odd shapes (S 1, 17,
+// 80; D 3, D_v 17), GQA, strided q, key lengths, lse, causal, and a window with a global token.
+TEST(RunArgs, QkvRunInAWorkspace) {
+  struct Shape {
+    std::int64_t b, hq, hkv, sq, sk, d, dv;
+  };
+  for (const Shape& n :
+       {Shape{1, 1, 1, 1, 1, 3, 3}, Shape{2, 4, 2, 17, 80, 16, 17}, Shape{2, 3, 1, 80, 17, 3, 8}}) {
+    for (const bool window : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "S_q " << n.sq << " S_k " << n.sk << " window " << window);
+      AttentionOptions options;
+      options.mask.causal = n.sq <= n.sk;
+      if (window) {
+        SlidingWindowSpec w;
+        w.left = 5;
+        w.right = 2;
+        w.global_tokens = {0};
+        options.variant = w;
+      }
+      const AttentionPlan plan = make_plan({n.b, n.hq, n.hkv, n.sq, n.sk, n.d, n.dv}, options);
+      const OwnedTensor q = make_tensor(n.b, n.hq, n.sq, n.d, testing::Layout::kBSHD, 31);
+      const OwnedTensor k = make_tensor(n.b, n.hkv, n.sk, n.d, testing::Layout::kBHSD, 32);
+      const OwnedTensor v = make_tensor(n.b, n.hkv, n.sk, n.dv, testing::Layout::kBHSD, 33);
+      OwnedTensor out = make_zeros(n.b, n.hq, n.sq, n.dv), ref = make_zeros(n.b, n.hq, n.sq, n.dv);
+      OwnedTensor lse = make_zeros(n.b, n.hq, n.sq, 1), ref_lse = make_zeros(n.b, n.hq, n.sq, 1);
+      std::vector<std::byte> storage(*plan.qkv_workspace_bytes() + 64, std::byte{0xff});
+      std::byte* aligned =
+          storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
+      RunArgs args{.lse = lse.view, .workspace = {aligned, *plan.qkv_workspace_bytes()}};
+      RunArgs plain{.lse = ref_lse.view};
+      const std::vector<std::int64_t> lengths{1, n.sk};
+      if (n.b == 2) args.key_lengths = plain.key_lengths = lengths;
+      plan.run(q.cview(), k.cview(), v.cview(), out.view, args);
+      plan.run(q.cview(), k.cview(), v.cview(), ref.view, plain);
+      EXPECT_TRUE(same_bits(out, ref));
+      EXPECT_TRUE(same_bits(lse, ref_lse));
+      Mask mask;
+      mask.causal = options.mask.causal;
+      if (n.b == 2) mask.key_lengths = lengths;
+      const double scale = 1.0 / std::sqrt(static_cast<double>(n.d));
+      const reference::Result expected =
+          window
+              ? reference::sliding_window(q.cview(), k.cview(), v.cview(),
+                                          std::get<SlidingWindowSpec>(options.variant), mask, scale)
+              : reference::dense(q.cview(), k.cview(), v.cview(), mask, scale);
+      EXPECT_LE(reference::max_relative_error(out.view, expected), 1e-5);
+    }
+  }
+}
+
+// A plan whose variant takes no workspace says so (nullopt) and refuses one; so do half views,
+// bf16 precision and weights; a short or misaligned workspace is an Error naming it; out is
+// never written.
+TEST(RunArgs, QkvWorkspaceRefusals) {
   const OwnedTensor q = make_tensor(1, 2, 9, 8, testing::Layout::kBHSD, 9);
   const OwnedTensor k = make_tensor(1, 2, 9, 8, testing::Layout::kBHSD, 10);
   OwnedTensor out = make_zeros(1, 2, 9, 8);
   const AttentionPlan plan = make_plan({1, 2, 2, 9, 9, 8, 8}, {});
-  std::vector<std::byte> workspace(4096);
+  const std::size_t need = *plan.qkv_workspace_bytes();
+  std::vector<std::byte> storage(need + 128);
+  std::byte* aligned =
+      storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
+  auto run_with = [&](std::span<std::byte> ws) {
+    return [&, ws] { plan.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = ws}); };
+  };
+  expect_error(run_with({aligned, 64}), "workspace.size()", ErrorKind::kInvalidArgument);
+  expect_error(run_with({aligned + 4, need}), "workspace.data()", ErrorKind::kInvalidArgument);
+  OwnedTensor weights = make_zeros(1, 2, 9, 9);
   expect_error(
-      [&] { plan.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = workspace}); },
+      [&] {
+        plan.run(q.cview(), k.cview(), k.cview(), out.view,
+                 {.weights = weights.view, .workspace = {aligned, need}});
+      },
+      "workspace", ErrorKind::kNotImplemented);
+  std::vector<std::uint16_t> bits(q.storage.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = bfloat16(q.storage[i]).bits;
+  AnyConstTensor q16 = q.cview();
+  q16.dtype = DType::kBF16;
+  q16.data = bits.data();
+  expect_error(
+      [&] {
+        plan.run(q16, k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
+      },
+      "workspace", ErrorKind::kNotImplemented);
+  AttentionOptions rounded;
+  rounded.fp32_precision = Fp32Precision::kBf16;
+  const AttentionPlan bf16 = make_plan({1, 2, 2, 9, 9, 8, 8}, rounded);
+  EXPECT_FALSE(bf16.qkv_workspace_bytes().has_value());
+  expect_error(
+      [&] {
+        bf16.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
+      },
+      "workspace", ErrorKind::kNotImplemented);
+  for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
+  // A variant whose q/k/v runs allocate their own scratch: nullopt, and a refusal.
+  AttentionOptions linear;
+  linear.variant = LinearSpec{};
+  const AttentionPlan other = make_plan({1, 2, 2, 9, 9, 8, 8}, linear);
+  EXPECT_FALSE(other.qkv_workspace_bytes().has_value());
+  expect_error(
+      [&] {
+        other.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
+      },
       "workspace", ErrorKind::kNotImplemented);
   for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
 }

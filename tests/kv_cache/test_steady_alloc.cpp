@@ -1,5 +1,6 @@
 // A steady decode loop allocates nothing on the heap after its first step: append one token,
-// run the plan over the cache with a caller workspace, 1000 times. This program replaces the
+// run the plan over the cache with a caller workspace, 1000 times; nor does a steady loop of
+// runs over q, k, v (dense and sliding window) in a caller workspace. This program replaces the
 // global operator new (every C++ allocation: vectors, strings, shared pointers) and, outside
 // the sanitizers (whose runtimes own malloc), malloc, calloc, realloc and the aligned
 // allocators through glibc's __libc_* entry points (Highway's aligned buffers), and counts
@@ -216,6 +217,84 @@ TEST(SteadyDecode, NoHeapAllocationAfterTheFirstStep) {
                                      Variant::kSlidingWindow, 1, DType::kF16},
                             LoopCase{"bf16, 2 threads", DType::kBF16, false, Variant::kDense, 2}}) {
     run_loop(c);
+  }
+}
+
+// A steady prefill loop over q, k, v (one plan run again and again, as for equal prefill chunks)
+// allocates nothing after its first run, given qkv_workspace_bytes(): dense, and a sliding
+// window long enough to take the banded path (S_k past the packing budget) with a global token
+// (a wide row, run on a fully packed copy); causal, GQA, RoPE or ALiBi (whose work items
+// reorder their tiles), key lengths, one and two threads. The workspace is refilled with NaN
+// bytes before every run (stale scratch would show); every run equals the same run without a
+// workspace, bit for bit, and the run without one allocates (the counter sees it where it
+// counts malloc).
+TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
+  struct Case {
+    const char* name;
+    Variant variant;
+    bool causal;
+    int threads;
+    bool rope, alibi;
+    std::int64_t seq;
+    std::int64_t key_length = 0;  // > 0: RunArgs::key_lengths
+  };
+  constexpr std::int64_t kHeads = 4, kKv = 2, kDim = 64, kRuns = 8;
+  for (const Case& c :
+       {Case{"dense, causal, rope", Variant::kDense, true, 1, true, false, 300},
+        Case{"dense, alibi, 2 threads", Variant::kDense, false, 2, false, true, 257},
+        Case{"window, banded, causal, key length", Variant::kSlidingWindow, true, 1, false, false,
+             5000, 4321},
+        Case{"dense, key length", Variant::kDense, false, 1, false, false, 200, 77},
+        Case{"window, banded, alibi, 2 threads", Variant::kSlidingWindow, false, 2, false, true,
+             5000}}) {
+    SCOPED_TRACE(c.name);
+    AttentionOptions options;
+    options.mask.causal = c.causal;
+    options.threads = c.threads;
+    if (c.rope) options.rope = RotaryEmbedding{};
+    if (c.alibi) options.alibi = Alibi{};
+    if (c.variant == Variant::kSlidingWindow) {
+      SlidingWindowSpec window;
+      window.left = 100;
+      window.right = c.causal ? 0 : 30;
+      window.global_tokens = {7};
+      options.variant = window;
+    }
+    const AttentionPlan plan = make_plan({1, kHeads, kKv, c.seq, c.seq, kDim, kDim}, options);
+    ASSERT_TRUE(plan.qkv_workspace_bytes().has_value());
+    const std::size_t bytes = *plan.qkv_workspace_bytes();
+    std::vector<std::byte> storage(bytes + 64);
+    std::byte* aligned =
+        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
+    const std::vector<std::int64_t> lengths{c.key_length};
+    RunArgs args{.workspace = {aligned, bytes}}, plain;
+    if (c.key_length > 0) args.key_lengths = plain.key_lengths = lengths;
+    OwnedTensor out = make_zeros(1, kHeads, c.seq, kDim),
+                alone = make_zeros(1, kHeads, c.seq, kDim);
+    long after_first = 0;
+    for (std::int64_t run = 0; run < kRuns; ++run) {  // new data each run
+      const OwnedTensor q = make_tensor(1, kHeads, c.seq, kDim, testing::Layout::kBSHD, 20 + run);
+      const OwnedTensor k = make_tensor(1, kKv, c.seq, kDim, testing::Layout::kBHSD, 40 + run);
+      const OwnedTensor v = make_tensor(1, kKv, c.seq, kDim, testing::Layout::kBHSD, 60 + run);
+      std::fill(aligned, aligned + bytes, std::byte{0xff});  // NaN floats
+      const long n =
+          allocations_of([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, args); });
+      if (run > 0) after_first += n;
+      const long own =
+          allocations_of([&] { plan.run(q.cview(), k.cview(), v.cview(), alone.view, plain); });
+      if (kCountsMalloc) {
+        EXPECT_GE(own, 1) << "a run without a workspace allocates its scratch";
+      }
+      ASSERT_EQ(
+          std::memcmp(out.storage.data(), alone.storage.data(), out.storage.size() * sizeof(float)),
+          0)
+          << "run " << run << ": the workspace changed the result";
+    }
+    EXPECT_EQ(after_first, 0) << "heap allocations in runs 2.." << kRuns;
+    double largest = 0;  // a convex combination of values (|v| <= 1), not all zero
+    for (const float x : out.storage) largest = std::max(largest, std::abs(static_cast<double>(x)));
+    EXPECT_GT(largest, 0.0);
+    EXPECT_LE(largest, 1.0);
   }
 }
 

@@ -1,5 +1,5 @@
-// The segmented sliding-window band (FlashForwardBanded in
-// src/kernel/flash_driver_body.inc) on every compiled Highway target, not only the
+// The segmented sliding-window band (FlashRun::RunBanded in
+// src/kernel/flash_run_paths_body.inc) on every compiled Highway target, not only the
 // best one (tests/test_sliding_window_long.cpp runs it on the dispatched target only).
 //
 // What triggers it: FlashForward takes the banded path when the pattern is a band and one

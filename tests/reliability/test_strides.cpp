@@ -6,7 +6,7 @@
 // The branches these views reach (read in the code):
 //  - flash kernel (dense, sliding window, Linformer's dense step), flash_driver_body.inc:
 //    PackKeyValueTile's `k_step != 1` / `v_step != 1` loops, load_queries' and store_rows'
-//    `step != 1` loops — in FlashForward and, for long bands, FlashForwardBanded;
+//    `step != 1` loops — in FlashRun's dense and, for long bands, banded paths;
 //  - dense_rows.cpp (weights requested): its strided dot / accumulate loops;
 //  - linear (linear_core.cpp, linear_simd-inl.h): scaled_map_rows with col_stride != 1 for
 //    q and k (every feature map), value_rows' gather when v.col_stride != 1, divide_rows'

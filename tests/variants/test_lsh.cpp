@@ -13,6 +13,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "seqattn/seqattn.hpp"
@@ -208,6 +209,22 @@ TEST(Lsh, GqaKeyLengthsAndLayouts) {
   for (const bool causal : {false, true}) {
     c.causal = causal;
     expect_matches_reference(c, causal ? 13 : 14);
+  }
+}
+
+// Segments whose chunk windows start differently but have the same extents: the kernel gets
+// one ChunkWindows per thread, its rows rewritten in place per segment, so the kernel must not
+// keep the first segment's block mask (the windows' structure is not fixed). Key length 4106
+// in chunks of 256 runs segments of 8, 8 and 1 chunks, the first after the short last chunk
+// (10 keys); 4321 in chunks of 64 does the same on AVX2's 16-key tiles. Keeping the mask
+// measurably dropped keys 0..191 of the middle segment.
+TEST(Lsh, SegmentsOfEqualExtentsWithDifferentWindows) {
+  for (const auto& [seq, chunk] : {std::pair<std::int64_t, std::int64_t>{4106, 256}, {4321, 64}}) {
+    const LshCase c{.seq = seq,
+                    .dim = 16,
+                    .dim_v = 8,
+                    .spec = {.hashes = 1, .buckets = 2, .chunk_length = chunk, .shared_qk = false}};
+    expect_matches_reference(c, 21);
   }
 }
 

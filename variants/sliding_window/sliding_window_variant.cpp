@@ -49,6 +49,7 @@ class KeyBand final : public KeyStructure {
   }
   const std::vector<std::int64_t>& columns() const override { return columns_; }
   std::int64_t local_width() const override { return left_ + right_ + 1; }
+  bool fixed() const override { return true; }
 
  private:
   std::int64_t seq_k_, offset_, left_ = 0, right_ = 0;
@@ -100,6 +101,8 @@ class SlidingWindowVariant final : public AttentionVariant {
     return softmax_attention_cost(p, pairs);
   }
 
+  bool cost_counts_key_lengths() const override { return false; }
+
   void run(const Problem& p, const VariantSpec& spec) const override {
     softmax_forward(p, keys_of(p, std::get<SlidingWindowSpec>(spec)));
   }
@@ -119,6 +122,9 @@ class SlidingWindowVariant final : public AttentionVariant {
    public:
     explicit Prepared(KeyBand keys) : keys_(std::move(keys)) {}
     void run(const Problem& p) const override { softmax_forward(p, keys_); }
+    std::optional<std::size_t> workspace_bytes(const Problem& planned) const override {
+      return softmax_workspace_bytes(planned, keys_);
+    }
 
    private:
     KeyBand keys_;

@@ -1,0 +1,62 @@
+// The flash driver's loops, written once for two kinds of team. SerialTeam runs them as plain
+// loops on the calling thread: libgomp allocates a team for every parallel region of one
+// thread it enters (an if(false) one too) and a work share for an orphaned loop, and a steady
+// run in a caller's workspace must not allocate. OmpTeam's loops are worksharing constructs
+// that bind to the parallel region RunOnTeam opened (orphaned constructs, with their implicit
+// barriers). Library code only (built with OpenMP).
+#pragma once
+
+#include <omp.h>
+
+#include <cstdint>
+
+namespace seqattn::detail {
+
+struct SerialTeam {
+  int thread() const { return 0; }
+  template <class Fn>
+  void for_static(std::int64_t count, const Fn& fn) const {
+    for (std::int64_t i = 0; i < count; ++i) fn(i);
+  }
+  template <class Fn>
+  void for_dynamic(std::int64_t count, const Fn& fn) const {
+    for (std::int64_t i = 0; i < count; ++i) fn(i);
+  }
+  template <class Fn>
+  void single(const Fn& fn) const {
+    fn();
+  }
+};
+
+struct OmpTeam {
+  int thread() const { return omp_get_thread_num(); }
+  template <class Fn>
+  void for_static(std::int64_t count, const Fn& fn) const {
+#pragma omp for schedule(static)
+    for (std::int64_t i = 0; i < count; ++i) fn(i);
+  }
+  template <class Fn>
+  void for_dynamic(std::int64_t count, const Fn& fn) const {
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t i = 0; i < count; ++i) fn(i);
+  }
+  template <class Fn>
+  void single(const Fn& fn) const {
+#pragma omp single
+    fn();
+  }
+};
+
+// body(team) on `threads` threads: SerialTeam for one, an OpenMP region of OmpTeam otherwise.
+// team.thread() is the thread's index in [0, threads).
+template <class Body>
+void RunOnTeam(int threads, const Body& body) {
+  if (threads <= 1) {
+    body(SerialTeam{});
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  body(OmpTeam{});
+}
+
+}  // namespace seqattn::detail
