@@ -1,6 +1,6 @@
 // Sliding window past the packing budget: at D = 64 a (batch, kv-head) pair with S_k > 4096
 // no longer fits the packed-tile budget, and the driver packs the band in segments through a
-// ring of key tiles (flash_driver_body.inc). These shapes reach that path; the shorter
+// ring of key tiles (flash_run_paths_body.inc). These shapes reach that path; the shorter
 // per-target cases in tests/dense/ do not.
 #include <gtest/gtest.h>
 

@@ -21,8 +21,8 @@ class PreparedVariant {
   virtual ~PreparedVariant() = default;
   virtual void run(const Problem& problem) const = 0;
   // The scratch a run of `planned` (shapes, threads; full key lengths) carves from a caller's
-  // workspace (Problem::workspace), the most over the compute paths it may take; nullopt: the
-  // variant allocates its own scratch and takes no workspace (the default).
+  // workspace (Problem::workspace), on the fp32 path, the only one a run in a workspace takes;
+  // nullopt: the variant allocates its own scratch and takes no workspace (the default).
   virtual std::optional<std::size_t> workspace_bytes(const Problem& planned) const {
     (void)planned;
     return std::nullopt;
@@ -39,7 +39,7 @@ class AttentionVariant {
   virtual Cost cost(const Problem& problem, const VariantSpec& spec) const = 0;
   // Whether cost() depends on the key lengths: when it does not, a run with key lengths reuses
   // the plan's cost instead of recounting (dense and sliding window count the structure only;
-  // their recount built a band per run, an allocation in a steady loop).
+  // sliding window's recount built its band per run, an allocation in a steady loop).
   virtual bool cost_counts_key_lengths() const { return true; }
   virtual void run(const Problem& problem, const VariantSpec& spec) const = 0;
   // Called once per plan with a problem that carries shapes (no data) and passed check().

@@ -230,7 +230,9 @@ RunRecord run_f32(const detail::PlanState& st, const ConstTensor& q, const Const
   if (const detail::RopeTables* rope = detail::rope_of(p.positional.get())) rope->rows();
   st.prepared->run(p);
   // The planned cost counts every key; the run's key lengths change it.
-  const bool recount = !mask.key_lengths.empty() && st.impl->cost_counts_key_lengths();
+  // The weights' bytes are counted only by a cost on the bound problem.
+  const bool recount =
+      p.weights.has_value() || (!mask.key_lengths.empty() && st.impl->cost_counts_key_lengths());
   const detail::Cost cost = recount ? st.impl->cost(p, st.spec) : st.cost;
   return record_of(st, cost, p.threads, start, path);
 }

@@ -41,8 +41,8 @@ struct Problem {
   std::optional<Tensor> weights;
   std::optional<Tensor> lse;
   int threads = 1;
-  // The caller's scratch for the flash kernel (RunArgs::workspace, checked), or empty: the
-  // kernel allocates its own.
+  // The caller's scratch for the top-level flash kernel call (RunArgs::workspace), or empty: the
+  // kernel allocates its own. A variant's sub-problems (copies of the problem) clear it.
   std::span<std::byte> workspace;
   ComputePath compute_path = ComputePath::kFp32;  // the tile kernel's products
   // RoPE tables and ALiBi slopes (validated, built once per plan); null without either.

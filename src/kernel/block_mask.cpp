@@ -115,7 +115,14 @@ bool same_grid(const TileGrid& a, const TileGrid& b) {
 
 }  // namespace
 
-StructureTables& StructureTables::operator=(const StructureTables&) {
+// The destination's tables belonged to the structure it was: both assignments drop them.
+StructureTables& StructureTables::operator=(const StructureTables&) noexcept {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  rows_.clear();
+  grids_.clear();
+  return *this;
+}
+StructureTables& StructureTables::operator=(StructureTables&&) noexcept {
   const std::lock_guard<std::mutex> lock(mutex_);
   rows_.clear();
   grids_.clear();

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 namespace seqattn::detail {
@@ -91,15 +92,21 @@ struct GridTables {
 // built afresh on every request (LSH's windows change their rows in place between segments: a
 // kept mask would skip keys). A copy or an assignment starts empty (the tables are derived,
 // not state).
+class KeyStructure;
+
 class StructureTables {
  public:
+  // noexcept, so that a structure (and a class holding one) stays nothrow-movable: std::vector
+  // moves rather than copies them when it grows.
   StructureTables() = default;
-  StructureTables(const StructureTables&) {}
-  StructureTables& operator=(const StructureTables&);
+  StructureTables(const StructureTables&) noexcept {}
+  StructureTables(StructureTables&&) noexcept {}
+  StructureTables& operator=(const StructureTables&) noexcept;
+  StructureTables& operator=(StructureTables&&) noexcept;
 
-  std::shared_ptr<const RowTables> rows(const class KeyStructure& keys, std::int64_t seq_q,
+  std::shared_ptr<const RowTables> rows(const KeyStructure& keys, std::int64_t seq_q,
                                         std::int64_t seq_k);
-  std::shared_ptr<const GridTables> grid(const class KeyStructure& keys, const TileGrid& grid);
+  std::shared_ptr<const GridTables> grid(const KeyStructure& keys, const TileGrid& grid);
 
  private:
   std::mutex mutex_;
@@ -182,5 +189,7 @@ class RowKeyRanges final : public KeyStructure {
   std::vector<KeyRange> rows_;
   std::int64_t width_ = 1;
 };
+static_assert(std::is_nothrow_move_constructible_v<RowKeyRanges>,
+              "vectors of structures move rather than copy");
 
 }  // namespace seqattn::detail

@@ -11,7 +11,8 @@ namespace seqattn::detail {
 void flash_forward(const Problem& p, const KeyStructure& keys);
 
 // The bytes flash_forward carves for p (its shape, key lengths, threads and compute path, on
-// this SIMD target): what Problem::workspace must hold. Builds the structure's tables (kept).
+// this SIMD target): what Problem::workspace must hold. Builds the structure's tables (kept
+// when the structure is fixed()).
 std::size_t flash_workspace_bytes(const Problem& p, const KeyStructure& keys);
 
 // The softmax variants' run: the flash kernel, then, when weights are asked for, a row pass

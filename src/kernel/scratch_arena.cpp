@@ -15,6 +15,9 @@ void check_flash_workspace(std::span<const std::byte> workspace, std::size_t nee
              "AttentionPlan::qkv_workspace_bytes() of the plan that runs it)",
          std::to_string(workspace.size()));
   }
+  if (workspace.data() == nullptr) {
+    fail("workspace.data()", "a 64-byte aligned address (not null)", "null");
+  }
   if (reinterpret_cast<std::uintptr_t>(workspace.data()) % 64 != 0) {
     fail("workspace.data()", "a 64-byte aligned address",
          "an address 64·n + " +

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "src/runtime/threads.hpp"
+
 namespace seqattn::detail {
 
 struct SerialTeam {
@@ -48,10 +50,12 @@ struct OmpTeam {
 };
 
 // body(team) on `threads` threads: SerialTeam for one, an OpenMP region of OmpTeam otherwise.
-// team.thread() is the thread's index in [0, threads).
+// team.thread() is the thread's index in [0, threads). Inside a caller's active parallel region
+// a nested region would get one thread (team_here) and still allocate a team: the plain loops
+// run instead.
 template <class Body>
 void RunOnTeam(int threads, const Body& body) {
-  if (threads <= 1) {
+  if (team_here(threads) <= 1) {
     body(SerialTeam{});
     return;
   }

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <vector>
 
 #include "src/core/problem.hpp"
 #include "src/kernel/block_mask.hpp"

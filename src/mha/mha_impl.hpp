@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "seqattn/mha.hpp"
@@ -62,8 +63,9 @@ struct MultiHeadAttention::Impl {
   std::size_t attention_workspace_bytes = 0;
   std::span<std::byte> attention_scratch(std::size_t bytes) {
     if (attention_workspace_bytes < bytes) {
-      attention_workspace = hwy::AllocateAligned<std::byte>(bytes);
-      if (!attention_workspace) throw std::bad_alloc();
+      auto grown = hwy::AllocateAligned<std::byte>(bytes);
+      if (!grown) throw std::bad_alloc();  // the old buffer and size stay as they were
+      attention_workspace = std::move(grown);
       attention_workspace_bytes = bytes;
     }
     return {attention_workspace.get(), bytes};

@@ -3,6 +3,7 @@
 // q/k/v run in a caller workspace, and the workspaces it refuses.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <variant>
@@ -193,6 +194,10 @@ TEST(RunArgs, QkvRunInAWorkspace) {
       const std::vector<std::int64_t> lengths{1, n.sk};
       if (n.b == 2) args.key_lengths = plain.key_lengths = lengths;
       plan.run(q.cview(), k.cview(), v.cview(), out.view, args);
+      const std::size_t bytes = *plan.qkv_workspace_bytes();
+      EXPECT_TRUE(std::any_of(aligned, aligned + bytes, [](std::byte b) {
+        return b != std::byte{0xff};
+      })) << "the run left its workspace untouched";
       plan.run(q.cview(), k.cview(), v.cview(), ref.view, plain);
       EXPECT_TRUE(same_bits(out, ref));
       EXPECT_TRUE(same_bits(lse, ref_lse));

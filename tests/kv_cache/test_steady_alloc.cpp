@@ -222,7 +222,8 @@ TEST(SteadyDecode, NoHeapAllocationAfterTheFirstStep) {
 
 // A steady prefill loop over q, k, v (one plan run again and again, as for equal prefill chunks)
 // allocates nothing after its first run, given qkv_workspace_bytes(): dense, and a sliding
-// window long enough to take the banded path (S_k past the packing budget) with a global token
+// window long enough to take the banded path (S 5000, D 64: a pair packs at least
+// 5000·(64 + 64) = 640000 floats, past the 2^19 budget, on every target) with a global token
 // (a wide row, run on a fully packed copy); causal, GQA, RoPE or ALiBi (whose work items
 // reorder their tiles), key lengths, one and two threads. The workspace is refilled with NaN
 // bytes before every run (stale scratch would show); every run equals the same run without a

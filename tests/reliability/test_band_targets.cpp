@@ -2,7 +2,7 @@
 // src/kernel/flash_run_paths_body.inc) on every compiled Highway target, not only the
 // best one (tests/test_sliding_window_long.cpp runs it on the dispatched target only).
 //
-// What triggers it: FlashForward takes the banded path when the pattern is a band and one
+// What triggers it: FlashRun takes the banded path when the pattern is a band and one
 // (batch, kv head) pair's packed K/V exceeds kPackedBudgetFloats = 2^19 floats; a pair packs
 // key_tiles·key_tile·(D + dv_pad) >= S_k·(D + D_v) floats, so S_k = 1100, D = D_v = 256 packs
 // more than 2^19 on every target (key tiles: 64 AVX-512, 16 AVX2, 8 SSE4/SSSE3/SCALAR).

@@ -4,9 +4,10 @@
 // stride 1) would put NaN into the output; the gaps of out hold a sentinel that must survive.
 //
 // The branches these views reach (read in the code):
-//  - flash kernel (dense, sliding window, Linformer's dense step), flash_driver_body.inc:
-//    PackKeyValueTile's `k_step != 1` / `v_step != 1` loops, load_queries' and store_rows'
-//    `step != 1` loops — in FlashRun's dense and, for long bands, banded paths;
+//  - flash kernel (dense, sliding window, Linformer's dense step): PackKeyValueTile's
+//    `k_step != 1` / `v_step != 1` loops (flash_packing_body.inc), load_queries' and
+//    store_rows' `step != 1` loops (flash_worker_body.inc) — in FlashRun's dense and, for long
+//    bands, banded paths;
 //  - dense_rows.cpp (weights requested): its strided dot / accumulate loops;
 //  - linear (linear_core.cpp, linear_simd-inl.h): scaled_map_rows with col_stride != 1 for
 //    q and k (every feature map), value_rows' gather when v.col_stride != 1, divide_rows'

@@ -295,6 +295,7 @@ void attend_coarse(const Problem& p, const CoarseRun& run, PairScratch& s) {
     return;
   }
   Problem c = p;
+  c.workspace = {};  // the caller's is for one top-level call
   const std::array<std::int64_t, 4> q_strides{0, s.query_rows * ld, ld, 1};
   c.q = ConstTensor{s.q.data() + run.first_query * ld, {1, s.group, run.rows, ld}, q_strides};
   c.k = bhsd<const float>(s.k.data() + run.first_key * ld, 1, 1, run.keys, ld);
@@ -356,6 +357,7 @@ void attend_level0(const Problem& p, const Hierarchy& h, const Level0Window& w, 
   const std::int64_t key_length =
       std::clamp<std::int64_t>(p.key_length(b) - w.first_key, 0, w.keys);
   Problem c = p;
+  c.workspace = {};  // the caller's is for one top-level call
   if (rope_of(p.positional.get()) != nullptr) {
     const std::int64_t d = p.dim();
     c.q = ConstTensor{s.rope_q.data(), {1, g, w.rows, d}, {0, s.window_rows * d, d, 1}};

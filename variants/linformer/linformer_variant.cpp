@@ -195,6 +195,7 @@ class LinformerVariant final : public AttentionVariant {
     }
     // The projected keys are all valid (padding was applied before projecting).
     Problem projected = p;
+    projected.workspace = {};  // the caller's is for one top-level call
     projected.k = bhsd<const float>(kp.data(), p.batch(), heads, k, p.dim());
     projected.v = bhsd<const float>(vp.data(), p.batch(), heads, k, p.dim_v());
     projected.mask = {};

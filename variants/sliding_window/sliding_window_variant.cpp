@@ -2,7 +2,9 @@
 // aligned diagonal plus global rows and columns; only tiles meeting the band or a global
 // row/column are visited, so the work is O(S·(w + globals)·D).
 #include <algorithm>
+#include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
