@@ -16,6 +16,7 @@
 #include "src/runtime/staging.hpp"
 #include "src/runtime/threads.hpp"
 #include "src/runtime/validate.hpp"
+#include "src/runtime/workspace.hpp"
 #include "src/simd/highway_target.hpp"
 #include "variants/variant_row.hpp"
 
@@ -135,16 +136,8 @@ bool all_f32(std::initializer_list<DType> types) {
 // kernel's scratch and the tables; the staging part is optional (used when present).
 void check_workspace(const detail::PlanState& st, std::span<std::byte> workspace) {
   if (workspace.empty()) return;
-  const std::size_t need = st.tables_end();
-  if (workspace.size() < need) {
-    fail("workspace.size()", ">= workspace_bytes() = " + str(static_cast<std::int64_t>(need)),
-         str(static_cast<std::int64_t>(workspace.size())));
-  }
-  const auto misaligned = reinterpret_cast<std::uintptr_t>(workspace.data()) % 64;
-  if (misaligned != 0) {
-    fail("workspace.data()", "a 64-byte aligned address",
-         "an address misaligned by " + str(static_cast<std::int64_t>(misaligned)));
-  }
+  detail::check_workspace(workspace, st.tables_end(),
+                          "the kernel's scratch and tables of AttentionPlan::workspace_bytes()");
 }
 
 // The decode kernel's scratch: the start of the caller's (checked) workspace, or an allocation.

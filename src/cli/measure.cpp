@@ -10,6 +10,7 @@
 
 #include "seqattn/error.hpp"
 #include "src/runtime/checked_size.hpp"
+#include "src/runtime/workspace.hpp"
 
 namespace seqattn::cli {
 namespace {
@@ -143,10 +144,8 @@ Timing time_decode(const Shape& s, std::int64_t seq_q, const AttentionOptions& o
   const AnyTensor ov =
       typed_view(s.dtype, out.data(), out16.data(), s.batch, s.heads, seq_q, s.dim_v);
   const AttentionPlan plan = make_plan(cache_shape(cache.shape(), s.heads, seq_q), options);
-  std::vector<std::byte> workspace(plan.workspace_bytes() + 64);
-  const std::span<std::byte> ws(
-      workspace.data() + (64 - reinterpret_cast<std::uintptr_t>(workspace.data()) % 64) % 64,
-      plan.workspace_bytes());
+  detail::WorkspaceBuffer workspace;
+  const std::span<std::byte> ws = workspace.get(plan.workspace_bytes());
   Timing timing;
   for (int i = 0; i < warmup; ++i) timing.record = plan.run(qv, cache, ov, {.workspace = ws});
   for (int i = 0; i < repeat; ++i) {
@@ -173,12 +172,10 @@ Timing time_attend(Workload& w, const AttentionOptions& options, int warmup, int
   // a serving loop would hold it: the timed runs then allocate nothing.
   const bool f32 = s.dtype == DType::kF32 && s.kv_dtype == DType::kF32 &&
                    options.fp32_precision != Fp32Precision::kBf16;
-  const std::size_t bytes = f32 ? plan.qkv_workspace_bytes().value_or(0) : 0;
-  std::vector<std::byte> storage(bytes + 64);
-  const RunArgs args{
-      .workspace = {
-          storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64,
-          bytes}};
+  detail::WorkspaceBuffer workspace;
+  RunArgs args;
+  if (f32 && plan.qkv_workspace_bytes())
+    args.workspace = workspace.get(*plan.qkv_workspace_bytes());
   Timing timing;
   for (int i = 0; i < warmup; ++i) {
     timing.record = plan.run(w.q_view(), w.k_view(), w.v_view(), w.out_view(), args);

@@ -12,6 +12,7 @@
 #include "seqattn/paged_kv_cache.hpp"
 #include "seqattn/plan.hpp"
 #include "src/cli/commands.hpp"
+#include "src/runtime/workspace.hpp"
 
 namespace seqattn::cli {
 namespace {
@@ -81,10 +82,8 @@ PagedTiming time_paged(const PagedBenchSpec& spec) {
   std::vector<float> out(static_cast<std::size_t>(s.batch * s.heads * spec.seq_q * s.dim_v));
   const AttentionPlan plan = make_plan(
       paged_shape(pool.shape(), s.batch, s.heads, spec.seq_q, spec.max_len), spec.options);
-  std::vector<std::byte> workspace(plan.workspace_bytes() + 64);
-  const std::span<std::byte> ws(
-      workspace.data() + (64 - reinterpret_cast<std::uintptr_t>(workspace.data()) % 64) % 64,
-      plan.workspace_bytes());
+  detail::WorkspaceBuffer workspace;
+  const std::span<std::byte> ws = workspace.get(plan.workspace_bytes());
   const Tensor ov = bhsd(out.data(), s.batch, s.heads, spec.seq_q, s.dim_v);
   Timing& t = result.timing;
   result.kv_bytes = paged_kv_bytes(s, result.lengths);

@@ -28,4 +28,5 @@
 #include "src/kernel/team_loops.hpp"
 #include "src/kernel/tile_visibility.hpp"
 #include "src/runtime/positional.hpp"
+#include "src/runtime/workspace.hpp"
 #include "src/simd/prefetch.hpp"

@@ -7,7 +7,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <span>
 
 namespace seqattn::detail {
 
@@ -35,9 +34,5 @@ class ScratchArena {
   std::size_t size_ = 0;
   std::size_t used_ = 0;
 };
-
-// A caller's workspace for a run that carves `need` bytes: at least that large and 64-byte
-// aligned, else an Error naming workspace.size() or workspace.data().
-void check_flash_workspace(std::span<const std::byte> workspace, std::size_t need);
 
 }  // namespace seqattn::detail

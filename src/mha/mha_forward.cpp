@@ -275,7 +275,7 @@ MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
   // activations, no weights): held by the layer like the projections' buffers.
   const std::optional<std::size_t> attention_bytes = plan.qkv_workspace_bytes();
   if (attention_bytes && options.fp32_precision == Fp32Precision::kIeee && !weights) {
-    args.workspace = m.attention_scratch(*attention_bytes);
+    args.workspace = m.attention_workspace.get(*attention_bytes);
   }
   record.attention = plan.run(qv, kvw, vv, ov, args);
   const auto attn_stop = Clock::now();

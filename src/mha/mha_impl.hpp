@@ -2,17 +2,12 @@
 // pass (mha_forward.cpp).
 #pragma once
 
-#include <hwy/aligned_allocator.h>
-
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <new>
 #include <optional>
-#include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "seqattn/mha.hpp"
@@ -21,6 +16,7 @@
 #include "src/gemm/gemm_bf16_tiles.hpp"
 #include "src/runtime/checked_size.hpp"
 #include "src/runtime/validate.hpp"
+#include "src/runtime/workspace.hpp"
 
 namespace seqattn {
 
@@ -59,17 +55,7 @@ struct MultiHeadAttention::Impl {
 
   // The attention run's scratch (AttentionPlan::qkv_workspace_bytes), grown to the largest
   // plan met, so a steady forward's attention allocates nothing either.
-  hwy::AlignedFreeUniquePtr<std::byte[]> attention_workspace;
-  std::size_t attention_workspace_bytes = 0;
-  std::span<std::byte> attention_scratch(std::size_t bytes) {
-    if (attention_workspace_bytes < bytes) {
-      auto grown = hwy::AllocateAligned<std::byte>(bytes);
-      if (!grown) throw std::bad_alloc();  // the old buffer and size stay as they were
-      attention_workspace = std::move(grown);
-      attention_workspace_bytes = bytes;
-    }
-    return {attention_workspace.get(), bytes};
-  }
+  detail::WorkspaceBuffer attention_workspace;
 
   float* scratch(std::size_t floats) {
     if (workspace_floats < floats) {

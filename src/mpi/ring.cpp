@@ -2,8 +2,6 @@
 // the neighbour exchange for sliding window) and the exact LSE merge of their partials.
 #include <chrono>
 #include <cmath>
-#include <cstddef>
-#include <cstdint>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -15,6 +13,7 @@
 #include "src/mpi/kv_pack.hpp"
 #include "src/mpi/ring_agreement.hpp"
 #include "src/mpi/ring_geometry.hpp"
+#include "src/runtime/workspace.hpp"
 
 namespace seqattn::mpi {
 namespace {
@@ -83,7 +82,7 @@ struct Ring {
   std::vector<float> partial_out, partial_lse;
   // The kernel's scratch for the block runs (AttentionPlan::qkv_workspace_bytes), grown to the
   // largest block plan met: a call allocates it once, not once per block.
-  std::vector<std::byte> workspace;  // 64 bytes more than the largest: aligned inside
+  detail::WorkspaceBuffer workspace;
   std::vector<MPI_Request> pending;  // transfers in flight while the kernel runs
   RingRecord record;
 };
@@ -109,9 +108,7 @@ void Ring::attend_block(std::int64_t i0, std::int64_t i1, const KvBlock& block, 
   RunArgs args;
   const std::optional<std::size_t> bytes = plan.qkv_workspace_bytes();
   if (bytes && options.fp32_precision == Fp32Precision::kIeee) {
-    if (workspace.size() < *bytes + 64) workspace.resize(*bytes + 64);
-    const auto misaligned = reinterpret_cast<std::uintptr_t>(workspace.data()) % 64;
-    args.workspace = {workspace.data() + (64 - misaligned) % 64, *bytes};
+    args.workspace = workspace.get(*bytes);
   }
   std::vector<std::int64_t> key_lengths;
   if (!options.mask.key_lengths.empty()) {

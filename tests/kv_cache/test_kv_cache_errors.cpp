@@ -157,6 +157,12 @@ TEST(KvCacheErrors, AttentionBadArguments) {
                  {.workspace = {misaligned, good.workspace_bytes()}});
       },
       "workspace.data()", ErrorKind::kInvalidArgument);
+  expect_error(  // a null address with a size (0 is "aligned" but no memory)
+      [&] {
+        good.run(f.q.cview(), f.cache, f.out.view,
+                 {.workspace = {static_cast<std::byte*>(nullptr), good.workspace_bytes()}});
+      },
+      "workspace.data()", ErrorKind::kInvalidArgument);
   f.expect_untouched();
 }
 

@@ -249,27 +249,21 @@ TEST(RunArgs, QkvWorkspaceRefusals) {
         plan.run(q16, k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
       },
       "workspace", ErrorKind::kNotImplemented);
-  AttentionOptions rounded;
+  // Plans whose q/k/v runs take no workspace: nullopt, and a refusal. bf16 precision stages
+  // q, k, v in allocations; linear attention allocates its own scratch.
+  AttentionOptions rounded, linear;
   rounded.fp32_precision = Fp32Precision::kBf16;
-  const AttentionPlan bf16 = make_plan({1, 2, 2, 9, 9, 8, 8}, rounded);
-  EXPECT_FALSE(bf16.qkv_workspace_bytes().has_value());
-  expect_error(
-      [&] {
-        bf16.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
-      },
-      "workspace", ErrorKind::kNotImplemented);
-  for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
-  // A variant whose q/k/v runs allocate their own scratch: nullopt, and a refusal.
-  AttentionOptions linear;
   linear.variant = LinearSpec{};
-  const AttentionPlan other = make_plan({1, 2, 2, 9, 9, 8, 8}, linear);
-  EXPECT_FALSE(other.qkv_workspace_bytes().has_value());
-  expect_error(
-      [&] {
-        other.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
-      },
-      "workspace", ErrorKind::kNotImplemented);
-  for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
+  for (const AttentionOptions& options : {rounded, linear}) {
+    const AttentionPlan refusing = make_plan({1, 2, 2, 9, 9, 8, 8}, options);
+    EXPECT_FALSE(refusing.qkv_workspace_bytes().has_value());
+    expect_error(
+        [&] {
+          refusing.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
+        },
+        "workspace", ErrorKind::kNotImplemented);
+    for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
+  }
 }
 
 }  // namespace

@@ -1,0 +1,34 @@
+#include "src/runtime/workspace.hpp"
+
+#include <cstdint>
+#include <string>
+
+#include "src/runtime/validate.hpp"
+
+namespace seqattn::detail {
+
+void check_workspace(std::span<const std::byte> workspace, std::size_t need,
+                     std::string_view sized_by) {
+  if (workspace.size() < need) {
+    fail("workspace.size()",
+         ">= " + std::to_string(need) + " bytes (" + std::string(sized_by) + ")",
+         std::to_string(workspace.size()));
+  }
+  if (workspace.data() == nullptr) fail("workspace.data()", "a 64-byte aligned address", "null");
+  const auto misaligned = reinterpret_cast<std::uintptr_t>(workspace.data()) % 64;
+  if (misaligned != 0) {
+    fail("workspace.data()", "a 64-byte aligned address",
+         "an address misaligned by " + std::to_string(misaligned));
+  }
+}
+
+std::span<std::byte> WorkspaceBuffer::get(std::size_t bytes) {
+  if (storage_.size() < bytes + 64) {
+    std::vector<std::byte> grown(bytes + 64);  // may throw: storage_ stays as it was
+    storage_.swap(grown);
+  }
+  const auto misaligned = reinterpret_cast<std::uintptr_t>(storage_.data()) % 64;
+  return {storage_.data() + (64 - misaligned) % 64, bytes};
+}
+
+}  // namespace seqattn::detail
