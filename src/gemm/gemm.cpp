@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <string>
-#include <vector>
 
 #include "src/runtime/threads.hpp"
 #include "src/runtime/validate.hpp"
@@ -44,18 +43,36 @@ constexpr double kMinFlopsPerThread = 4e6;
 // (a scattered load/store pair against 32 FMAs per cycle at full rate).
 constexpr double kPackCostInMacs = 24.0;
 
-// Splits C into a tm × tn grid of rectangles whose edges fall on mr/nr tile boundaries. Each
-// thread packs its own rows of A and columns of B, so the cost of a rectangle is
+// C cut into a tm × tn grid of rectangles whose edges fall on mr/nr tile boundaries; rectangle t
+// is row band t / tn, column band t % tn. Computed on the fly, not listed: a call allocates
+// nothing (a vector of rectangles was one allocation per call in every steady loop over
+// Linformer or linear attention).
+struct GemmGrid {
+  std::size_t m = 0, n = 0, mr = 0, nr = 0, tm = 1, tn = 1;
+  std::size_t count() const { return tm * tn; }
+  // Rectangle t; an empty one (rows or cols 0) when the tiles do not divide evenly.
+  GemmRect rect(std::size_t t) const {
+    const std::size_t tiles_m = (m + mr - 1) / mr, tiles_n = (n + nr - 1) / nr;
+    const std::size_t a = t / tn, b = t % tn;
+    const std::size_t r0 = std::min(m, tiles_m * a / tm * mr);
+    const std::size_t r1 = std::min(m, tiles_m * (a + 1) / tm * mr);
+    const std::size_t c0 = std::min(n, tiles_n * b / tn * nr);
+    const std::size_t c1 = std::min(n, tiles_n * (b + 1) / tn * nr);
+    return {r0, r1 - r0, c0, c1 - c0};
+  }
+};
+
+// Each thread packs its own rows of A and columns of B, so the cost of a rectangle is
 // rows·cols (multiply-adds per k) + kPackCostInMacs·(rows + cols) (packing per k); the grid
 // with the cheapest largest rectangle wins (ties: more column splits).
-std::vector<GemmRect> split_rectangles(std::size_t m, std::size_t n, std::size_t k, std::size_t mr,
-                                       std::size_t nr, int threads) {
+GemmGrid split_grid(std::size_t m, std::size_t n, std::size_t k, std::size_t mr, std::size_t nr,
+                    int threads) {
   const double flops =
       2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const double useful = std::max(1.0, flops / kMinFlopsPerThread);
   const int nt = std::max(1, static_cast<int>(std::min(static_cast<double>(threads), useful)));
   const std::size_t tiles_m = (m + mr - 1) / mr, tiles_n = (n + nr - 1) / nr;
-  std::size_t best_tm = 1, best_tn = 1;
+  GemmGrid grid{m, n, mr, nr, 1, 1};
   double best_cost = -1.0;
   for (int used = nt; used >= 1 && best_cost < 0.0; --used) {
     for (std::size_t tm = 1; tm <= static_cast<std::size_t>(used); ++tm) {
@@ -65,24 +82,14 @@ std::vector<GemmRect> split_rectangles(std::size_t m, std::size_t n, std::size_t
       const double rows = static_cast<double>((tiles_m + tm - 1) / tm * mr);
       const double cols = static_cast<double>((tiles_n + tn - 1) / tn * nr);
       const double cost = rows * cols + kPackCostInMacs * (rows + cols);
-      if (best_cost < 0.0 || cost < best_cost || (cost == best_cost && tn > best_tn)) {
+      if (best_cost < 0.0 || cost < best_cost || (cost == best_cost && tn > grid.tn)) {
         best_cost = cost;
-        best_tm = tm;
-        best_tn = tn;
+        grid.tm = tm;
+        grid.tn = tn;
       }
     }
   }
-  std::vector<GemmRect> rects;
-  for (std::size_t a = 0; a < best_tm; ++a) {
-    const std::size_t r0 = std::min(m, tiles_m * a / best_tm * mr);
-    const std::size_t r1 = std::min(m, tiles_m * (a + 1) / best_tm * mr);
-    for (std::size_t b = 0; b < best_tn; ++b) {
-      const std::size_t c0 = std::min(n, tiles_n * b / best_tn * nr);
-      const std::size_t c1 = std::min(n, tiles_n * (b + 1) / best_tn * nr);
-      if (r1 > r0 && c1 > c0) rects.push_back({r0, r1 - r0, c0, c1 - c0});
-    }
-  }
-  return rects;
+  return grid;
 }
 
 // k = 0 or alpha = 0: C = beta·C (BLAS semantics: A and B are not read).
@@ -129,17 +136,18 @@ void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
   // Resolving the blocking first also initialises Highway's target choice before any thread
   // calls through the dispatch table.
   const GemmBlockingInfo blocking = HWY_DYNAMIC_DISPATCH(TargetBlocking)();
-  const std::vector<GemmRect> rects =
-      split_rectangles(g.m, g.n, g.k, static_cast<std::size_t>(blocking.mr),
-                       static_cast<std::size_t>(blocking.nr), wanted);
-  const int count = static_cast<int>(rects.size());
+  const GemmGrid grid = split_grid(g.m, g.n, g.k, static_cast<std::size_t>(blocking.mr),
+                                   static_cast<std::size_t>(blocking.nr), wanted);
+  const int count = static_cast<int>(grid.count());
   if (count == 1) {
-    HWY_DYNAMIC_DISPATCH(GemmRectangle)(g, rects[0]);
+    HWY_DYNAMIC_DISPATCH(GemmRectangle)(g, grid.rect(0));
     return;
   }
 #pragma omp parallel for num_threads(count) schedule(static, 1)
-  for (int t = 0; t < count; ++t)
-    HWY_DYNAMIC_DISPATCH(GemmRectangle)(g, rects[static_cast<std::size_t>(t)]);
+  for (int t = 0; t < count; ++t) {
+    const GemmRect r = grid.rect(static_cast<std::size_t>(t));
+    if (r.rows > 0 && r.cols > 0) HWY_DYNAMIC_DISPATCH(GemmRectangle)(g, r);
+  }
 }
 
 GemmBlockingInfo gemm_blocking() { return HWY_DYNAMIC_DISPATCH(TargetBlocking)(); }

@@ -7,7 +7,7 @@
 namespace seqattn::detail {
 
 std::int64_t checked_product(std::initializer_list<std::int64_t> factors,
-                             const std::string& argument) {
+                             std::string_view argument) {
   std::int64_t product = 1;
   bool fits = true;
   for (const std::int64_t f : factors) {
@@ -17,7 +17,8 @@ std::int64_t checked_product(std::initializer_list<std::int64_t> factors,
   if (!fits) {
     std::string text;
     for (const std::int64_t f : factors) text += (text.empty() ? "" : " x ") + std::to_string(f);
-    throw Error(ErrorKind::kInvalidArgument, argument, "sizes whose product fits in 2^62", text);
+    throw Error(ErrorKind::kInvalidArgument, std::string(argument),
+                "sizes whose product fits in 2^62", text);
   }
   return product;
 }

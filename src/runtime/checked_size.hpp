@@ -9,14 +9,16 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace seqattn::detail {
 
 // The product of non-negative factors if it fits in 2^62 (so byte counts of it still fit), else
 // an Error naming `argument` with the factors: every size product of an entry point goes here.
+// `argument` is a view, so a product that fits allocates nothing (runs in a steady loop call it).
 std::int64_t checked_product(std::initializer_list<std::int64_t> factors,
-                             const std::string& argument);
+                             std::string_view argument);
 
 // Throws the Error for an allocation of `bytes` that failed (kInvalidArgument, naming `argument`).
 [[noreturn]] void fail_allocation(const std::string& argument, double bytes);

@@ -228,11 +228,12 @@ ConstTensor rotated_copy(const ConstTensor& x, const RopeTables& t, const RopeRo
 
 }  // namespace
 
-void refuse_alibi(const Problem& p, const std::string& variant, const std::string& why) {
+void refuse_alibi(const Problem& p, std::string_view variant, std::string_view why) {
   if (p.positional == nullptr || !p.positional->has_alibi()) return;
-  throw Error(ErrorKind::kUnsupported, "options.alibi", "unset for the " + variant + " variant",
+  const std::string name(variant);
+  throw Error(ErrorKind::kUnsupported, "options.alibi", "unset for the " + name + " variant",
               "an Alibi",
-              "variant '" + variant + "' cannot honour ALiBi: " + why +
+              "variant '" + name + "' cannot honour ALiBi: " + std::string(why) +
                   "; use dense or sliding-window attention, or RoPE (options.rope)");
 }
 

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "seqattn/options.hpp"
@@ -87,7 +88,7 @@ void check_positional_over_cache(const PositionalTables* tables);
 
 // For the variants that have no score matrix to bias: Error(kUnsupported) naming
 // options.alibi when the problem carries it.
-void refuse_alibi(const Problem& p, const std::string& variant, const std::string& why);
+void refuse_alibi(const Problem& p, std::string_view variant, std::string_view why);
 
 // The tables of a problem whose keys the caller has already rotated (Linformer projects the
 // rotated keys): the same rotation for the queries, none for the keys, no ALiBi.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <variant>
 #include <vector>
 
@@ -27,6 +28,21 @@ constexpr std::int64_t kB = 3, kHq = 4, kHkv = 2, kS = 70, kD = 16;
 
 bool same_bits(const OwnedTensor& a, const OwnedTensor& b) {
   return std::memcmp(a.storage.data(), b.storage.data(), a.storage.size() * sizeof(float)) == 0;
+}
+
+// Runs `plan` in args.workspace (filled with 0xff bytes, NaN floats) into out and without it
+// (plain) into ref: the run wrote to its workspace, and out and lse equal the plain run's bits.
+void expect_workspace_run_is_plain(const AttentionPlan& plan, const OwnedTensor& q,
+                                   const OwnedTensor& k, const OwnedTensor& v, OwnedTensor& out,
+                                   OwnedTensor& ref, const RunArgs& args, const RunArgs& plain,
+                                   const OwnedTensor& lse, const OwnedTensor& ref_lse) {
+  plan.run(q.cview(), k.cview(), v.cview(), out.view, args);
+  EXPECT_TRUE(std::any_of(args.workspace.begin(), args.workspace.end(), [](std::byte b) {
+    return b != std::byte{0xff};
+  })) << "the run left its workspace untouched";
+  plan.run(q.cview(), k.cview(), v.cview(), ref.view, plain);
+  EXPECT_TRUE(same_bits(out, ref));
+  EXPECT_TRUE(same_bits(lse, ref_lse));
 }
 
 // Every row that takes key lengths: one plan, three sets of lengths (and none), each run
@@ -193,14 +209,7 @@ TEST(RunArgs, QkvRunInAWorkspace) {
       RunArgs plain{.lse = ref_lse.view};
       const std::vector<std::int64_t> lengths{1, n.sk};
       if (n.b == 2) args.key_lengths = plain.key_lengths = lengths;
-      plan.run(q.cview(), k.cview(), v.cview(), out.view, args);
-      const std::size_t bytes = *plan.qkv_workspace_bytes();
-      EXPECT_TRUE(std::any_of(aligned, aligned + bytes, [](std::byte b) {
-        return b != std::byte{0xff};
-      })) << "the run left its workspace untouched";
-      plan.run(q.cview(), k.cview(), v.cview(), ref.view, plain);
-      EXPECT_TRUE(same_bits(out, ref));
-      EXPECT_TRUE(same_bits(lse, ref_lse));
+      expect_workspace_run_is_plain(plan, q, k, v, out, ref, args, plain, lse, ref_lse);
       Mask mask;
       mask.causal = options.mask.causal;
       if (n.b == 2) mask.key_lengths = lengths;
@@ -210,6 +219,61 @@ TEST(RunArgs, QkvRunInAWorkspace) {
               ? reference::sliding_window(q.cview(), k.cview(), v.cview(),
                                           std::get<SlidingWindowSpec>(options.variant), mask, scale)
               : reference::dense(q.cview(), k.cview(), v.cview(), mask, scale);
+      EXPECT_LE(reference::max_relative_error(out.view, expected), 1e-5);
+    }
+  }
+}
+
+// A Linformer run in a caller workspace (the projected K and V, the row copies and the dense
+// kernel's scratch; NaN bytes first) gives the bits of a run without one and matches the
+// float64 reference: odd shapes (S 1, 17, 80; D 3; D_v 17), GQA, strided q, key lengths, lse,
+// RoPE (rotated row copies), two threads; a workspace of one line is an Error.
+TEST(RunArgs, LinformerRunInAWorkspace) {
+  struct Shape {
+    std::int64_t b, hq, hkv, sq, sk, d, dv, proj;
+  };
+  for (const Shape& n : {Shape{1, 1, 1, 1, 1, 3, 3, 1}, Shape{2, 4, 2, 17, 80, 16, 17, 33},
+                         Shape{2, 3, 1, 80, 17, 3, 8, 5}}) {
+    for (const bool rope : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "S_q " << n.sq << " S_k " << n.sk << " rope " << rope);
+      LinformerSpec spec;
+      spec.proj_len = n.proj;
+      spec.seed = 5;
+      AttentionOptions options;
+      options.variant = spec;
+      options.threads = 2;
+      RotaryEmbedding rotary;
+      rotary.dims = n.d % 2 == 0 ? 0 : n.d - 1;  // an odd D rotates its first D - 1
+      if (rope) options.rope = rotary;
+      const AttentionPlan plan = make_plan({n.b, n.hq, n.hkv, n.sq, n.sk, n.d, n.dv}, options);
+      ASSERT_TRUE(plan.qkv_workspace_bytes().has_value());
+      const std::size_t bytes = *plan.qkv_workspace_bytes();
+      const OwnedTensor q = make_tensor(n.b, n.hq, n.sq, n.d, testing::Layout::kBSHD, 41);
+      const OwnedTensor k = make_tensor(n.b, n.hkv, n.sk, n.d, testing::Layout::kBHSD, 42);
+      const OwnedTensor v = make_tensor(n.b, n.hkv, n.sk, n.dv, testing::Layout::kBHSD, 43);
+      OwnedTensor out = make_zeros(n.b, n.hq, n.sq, n.dv), ref = make_zeros(n.b, n.hq, n.sq, n.dv);
+      OwnedTensor lse = make_zeros(n.b, n.hq, n.sq, 1), ref_lse = make_zeros(n.b, n.hq, n.sq, 1);
+      std::vector<std::byte> storage(bytes + 64, std::byte{0xff});
+      std::byte* aligned =
+          storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
+      RunArgs args{.lse = lse.view, .workspace = {aligned, bytes}};
+      RunArgs plain{.lse = ref_lse.view};
+      const std::vector<std::int64_t> lengths{1, n.sk};
+      if (n.b == 2) args.key_lengths = plain.key_lengths = lengths;
+      RunArgs short_args = args;
+      short_args.workspace = {aligned, 64};
+      expect_error([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, short_args); },
+                   "workspace.size()", ErrorKind::kInvalidArgument);
+      for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
+      expect_workspace_run_is_plain(plan, q, k, v, out, ref, args, plain, lse, ref_lse);
+      const std::vector<float> e = linformer_random_projection(n.proj, n.sk, 5);
+      const std::vector<float> f = linformer_random_projection(n.proj, n.sk, 6);
+      Mask mask;
+      if (n.b == 2) mask.key_lengths = lengths;
+      const reference::Result expected =
+          reference::linformer(q.cview(), k.cview(), v.cview(), {e.data(), n.proj, n.sk, n.sk},
+                               {f.data(), n.proj, n.sk, n.sk}, mask,
+                               1.0 / std::sqrt(static_cast<double>(n.d)), options.rope);
       EXPECT_LE(reference::max_relative_error(out.view, expected), 1e-5);
     }
   }

@@ -2,18 +2,26 @@
 // dense attention over the proj_len projected keys through the dense variant's own kernel.
 // RoPE rotates each key at its position on its way into the projection (the copy the GEMM
 // reads) and each query in the dense kernel: score (i, r) = (R_i q_i) · Σ_j E[r, j] R_j k_j.
+#include <hwy/aligned_allocator.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <memory>
+#include <new>
+#include <optional>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "seqattn/attention.hpp"
 #include "src/gemm/gemm.hpp"
+#include "src/kernel/flash_attention.hpp"
+#include "src/kernel/scratch_arena.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/validate.hpp"
+#include "src/runtime/workspace.hpp"
 #include "variants/registry.hpp"
 
 namespace seqattn::detail {
@@ -145,65 +153,137 @@ class LinformerVariant final : public AttentionVariant {
 
   void run(const Problem& p, const VariantSpec& spec) const override {
     const auto& s = std::get<LinformerSpec>(spec);
-    run_projected(p, projections(s, p.seq_k()));
+    const AllKeys keys(s.proj_len);
+    const std::shared_ptr<const PositionalTables> queries = queries_of(p);
+    run_projected(p, projections(s, p.seq_k()), keys, queries);
   }
 
   std::shared_ptr<const PreparedVariant> prepare(const Problem& p,
                                                  const VariantSpec& spec) const override {
-    return std::make_shared<Prepared>(projections(std::get<LinformerSpec>(spec), p.seq_k()));
+    return std::make_shared<Prepared>(projections(std::get<LinformerSpec>(spec), p.seq_k()),
+                                      queries_of(p));
   }
 
  private:
+  // A plan keeps the projections, the projected keys' structure (with the dense kernel's
+  // tables) and the queries-only RoPE tables, so a run builds none of them.
   class Prepared final : public PreparedVariant {
    public:
-    explicit Prepared(Projections proj) : proj_(std::move(proj)) {}
-    void run(const Problem& p) const override { run_projected(p, proj_); }
+    Prepared(Projections proj, std::shared_ptr<const PositionalTables> queries)
+        : proj_(std::move(proj)), keys_(proj_.e.rows), queries_(std::move(queries)) {}
+    void run(const Problem& p) const override { run_projected(p, proj_, keys_, queries_); }
+    std::optional<std::size_t> workspace_bytes(const Problem& planned) const override {
+      return scratch_bytes(planned, proj_.e.rows, keys_, queries_);
+    }
 
    private:
     Projections proj_;
+    AllKeys keys_;
+    std::shared_ptr<const PositionalTables> queries_;
   };
 
-  static void run_projected(const Problem& p, const Projections& proj) {
-    const std::int64_t k = proj.e.rows, heads = p.heads_kv(), tasks = p.batch() * heads;
-    std::vector<float> kp = checked_vector<float>(
-        checked_product({tasks, k, p.dim()}, "projected keys (B x H_kv x proj_len x D)"), "k");
-    std::vector<float> vp = checked_vector<float>(
-        checked_product({tasks, k, p.dim_v()}, "projected values (B x H_kv x proj_len x D_v)"),
-        "v");
+  // With RoPE the keys are rotated before projecting and the dense kernel rotates the queries.
+  static std::shared_ptr<const PositionalTables> queries_of(const Problem& p) {
+    return rope_of(p.positional.get()) != nullptr ? queries_only(*p.positional) : nullptr;
+  }
+
+  // The run's own scratch, carved in this order from one range (ScratchArena): the projected
+  // keys and values, then one row copy per thread.
+  struct Scratch {
+    float* kp = nullptr;
+    float* vp = nullptr;
+    float* gathers = nullptr;
+    std::int64_t gather_floats = 0;
+    int team = 1;
+  };
+  // any_layout: count (and carve) the row copies even where p's views need none, as for a
+  // view of any strides: a plan's query cannot know the run's views, so a workspace of
+  // qkv_workspace_bytes() serves every run.
+  static Scratch carve(const Problem& p, std::int64_t k, bool any_layout, ScratchArena& arena) {
+    const std::int64_t tasks = p.batch() * p.heads_kv();
+    Scratch s;
     // Below ~1 MFLOP of projection a thread team costs more than it saves.
     const bool parallel =
         tasks > 1 && 2.0 * static_cast<double>(k * p.seq_k() * tasks * (p.dim() + p.dim_v())) >=
                          kMinParallelFlops;
-    const int team = parallel ? static_cast<int>(std::min<std::int64_t>(p.threads, tasks)) : 1;
-    // Every allocation happens here, outside the region (an exception may not leave one).
-    const RopeTables* rope = rope_of(p.positional.get());
-    const std::int64_t gather_floats =
-        needs_gather(p.k) || needs_gather(p.v) || rope != nullptr
+    s.team = parallel ? static_cast<int>(std::min<std::int64_t>(p.threads, tasks)) : 1;
+    s.gather_floats =
+        any_layout || needs_gather(p.k) || needs_gather(p.v) || rope_of(p.positional.get())
             ? checked_product({p.seq_k(), std::max(p.dim(), p.dim_v())}, "S_k x D (row copy)")
             : 0;
-    std::vector<float> gathers = checked_vector<float>(
-        checked_product({team, gather_floats}, "threads x S_k x D (row copies)"), "k");
-#pragma omp parallel num_threads(team) if (team > 1)
-    {
-      float* gather = gathers.data() + omp_get_thread_num() * gather_floats;
+    s.kp = arena.take<float>(
+        checked_product({tasks, k, p.dim()}, "projected keys (B x H_kv x proj_len x D)"));
+    s.vp = arena.take<float>(
+        checked_product({tasks, k, p.dim_v()}, "projected values (B x H_kv x proj_len x D_v)"));
+    s.gathers = arena.take<float>(
+        checked_product({s.team, s.gather_floats}, "threads x S_k x D (row copies)"));
+    return s;
+  }
+
+  // The dense problem over the projected keys (all valid: padding was applied before
+  // projecting); kp and vp may be null for a count.
+  static Problem projected_problem(const Problem& p, std::int64_t k, const float* kp,
+                                   const float* vp,
+                                   const std::shared_ptr<const PositionalTables>& queries) {
+    Problem projected = p;
+    projected.workspace = {};
+    projected.k = bhsd<const float>(kp, p.batch(), p.heads_kv(), k, p.dim());
+    projected.v = bhsd<const float>(vp, p.batch(), p.heads_kv(), k, p.dim_v());
+    projected.mask = {};
+    if (queries != nullptr) projected.positional = queries;
+    return projected;
+  }
+
+  static std::size_t scratch_bytes(const Problem& p, std::int64_t k, const AllKeys& keys,
+                                   const std::shared_ptr<const PositionalTables>& queries) {
+    ScratchArena count;
+    carve(p, k, /*any_layout=*/true, count);
+    return count.used() +
+           softmax_workspace_bytes(projected_problem(p, k, nullptr, nullptr, queries), keys);
+  }
+
+  static void run_projected(const Problem& p, const Projections& proj, const AllKeys& keys,
+                            const std::shared_ptr<const PositionalTables>& queries) {
+    const std::int64_t k = proj.e.rows, heads = p.heads_kv(), tasks = p.batch() * heads;
+    const bool given = !p.workspace.empty();
+    ScratchArena count;
+    carve(p, k, given, count);
+    // Every allocation happens here, outside the region (an exception may not leave one): in
+    // the caller's workspace (checked, whole, before anything is written), or one of our own
+    // for the projections while the dense kernel allocates its own scratch.
+    hwy::AlignedFreeUniquePtr<std::byte[]> owned;
+    std::span<std::byte> range = p.workspace;
+    if (given) {
+      check_workspace(range, scratch_bytes(p, k, keys, queries),
+                      "AttentionPlan::qkv_workspace_bytes() (Linformer: projected K and V, row "
+                      "copies and the dense kernel's scratch)");
+    } else {
+      owned = hwy::AllocateAligned<std::byte>(count.used());
+      if (owned == nullptr) throw std::bad_alloc();
+      range = {owned.get(), count.used()};
+    }
+    ScratchArena arena(range.data(), range.size());
+    const Scratch s = carve(p, k, given, arena);
+    const RopeTables* rope = rope_of(p.positional.get());
+    auto task = [&](float* gather, std::int64_t t) {
+      const std::int64_t b = t / heads, h = t % heads, len = p.key_length(b);
+      project(proj.e, p.k, b, h, len, rope, gather, s.kp + t * k * p.dim());
+      project(proj.f, p.v, b, h, len, nullptr, gather, s.vp + t * k * p.dim_v());
+    };
+    // One thread runs a plain loop: libgomp allocates a team for every region it enters.
+    if (s.team <= 1) {
+      for (std::int64_t t = 0; t < tasks; ++t) task(s.gathers, t);
+    } else {
+#pragma omp parallel num_threads(s.team)
+      {
+        float* gather = s.gathers + omp_get_thread_num() * s.gather_floats;
 #pragma omp for schedule(dynamic, 1)
-      for (std::int64_t t = 0; t < tasks; ++t) {
-        const std::int64_t b = t / heads, h = t % heads, len = p.key_length(b);
-        project(proj.e, p.k, b, h, len, rope, gather, kp.data() + t * k * p.dim());
-        project(proj.f, p.v, b, h, len, nullptr, gather, vp.data() + t * k * p.dim_v());
+        for (std::int64_t t = 0; t < tasks; ++t) task(gather, t);
       }
     }
-    // The projected keys are all valid (padding was applied before projecting).
-    Problem projected = p;
-    projected.workspace = {};  // the caller's is for one top-level call
-    projected.k = bhsd<const float>(kp.data(), p.batch(), heads, k, p.dim());
-    projected.v = bhsd<const float>(vp.data(), p.batch(), heads, k, p.dim_v());
-    projected.mask = {};
-    // RoPE: the keys were rotated before projecting, the dense kernel rotates the queries.
-    if (rope != nullptr) projected.positional = queries_only(*p.positional);
-    const AttentionVariant& dense = dense_variant();
-    dense.check(projected, DenseSpec{});
-    dense.run(projected, DenseSpec{});
+    Problem projected = projected_problem(p, k, s.kp, s.vp, queries);
+    if (given) projected.workspace = range.subspan(count.used());
+    softmax_forward(projected, keys);
   }
 };
 
