@@ -198,8 +198,8 @@ void check_qkv_workspace(const detail::PlanState& st, std::initializer_list<DTyp
     throw Error(ErrorKind::kNotImplemented, "workspace",
                 "empty for a " + std::string(to_string(st.id)) + " run over q, k and v", given,
                 "this variant allocates its own scratch; a caller workspace serves dense, "
-                "sliding-window and Linformer runs over q, k, v and runs over a KvCache or "
-                "PagedKvCache");
+                "sliding-window, Linformer and linear runs over q, k, v and runs over a KvCache "
+                "or PagedKvCache");
   }
   if (args.weights) {
     throw Error(ErrorKind::kNotImplemented, "workspace", "empty when weights are asked for", given,

@@ -1,6 +1,7 @@
 #include "src/runtime/workspace.hpp"
 
 #include <cstdint>
+#include <new>
 #include <string>
 
 #include "src/runtime/validate.hpp"
@@ -20,6 +21,18 @@ void check_workspace(std::span<const std::byte> workspace, std::size_t need,
     fail("workspace.data()", "a 64-byte aligned address",
          "an address misaligned by " + std::to_string(misaligned));
   }
+}
+
+RunScratch::RunScratch(std::span<std::byte> workspace, std::size_t need, std::size_t own,
+                       std::string_view sized_by) {
+  if (!workspace.empty()) {
+    check_workspace(workspace, need, sized_by);
+    bytes_ = workspace;
+    return;
+  }
+  owned_ = hwy::AllocateAligned<std::byte>(own);
+  if (owned_ == nullptr) throw std::bad_alloc();
+  bytes_ = {owned_.get(), own};
 }
 
 std::span<std::byte> WorkspaceBuffer::get(std::size_t bytes) {

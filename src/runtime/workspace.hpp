@@ -3,6 +3,8 @@
 // CLI's bench) hold one in.
 #pragma once
 
+#include <hwy/aligned_allocator.h>
+
 #include <cstddef>
 #include <span>
 #include <string_view>
@@ -16,6 +18,24 @@ namespace seqattn::detail {
 // the check allocates nothing.
 void check_workspace(std::span<const std::byte> workspace, std::size_t need,
                      std::string_view sized_by);
+
+// The bytes a run carves its scratch from: the caller's workspace, checked to hold `need`
+// bytes (check_workspace; `sized_by` says what sizes it), or, when the caller gave none, `own`
+// bytes allocated here and held for the run (std::bad_alloc if that fails, before any thread
+// team starts). `own` may be less than `need` where a part of the scratch allocates its own
+// without a workspace (Linformer's dense run over the projections).
+class RunScratch {
+ public:
+  RunScratch(std::span<std::byte> workspace, std::size_t need, std::size_t own,
+             std::string_view sized_by);
+  std::byte* data() const { return bytes_.data(); }
+  std::size_t size() const { return bytes_.size(); }
+  std::span<std::byte> bytes() const { return bytes_; }
+
+ private:
+  hwy::AlignedFreeUniquePtr<std::byte[]> owned_;
+  std::span<std::byte> bytes_;
+};
 
 // A workspace grown to the largest size asked for, 64-byte aligned; a growth that throws
 // std::bad_alloc keeps the old buffer. One per concurrent run.

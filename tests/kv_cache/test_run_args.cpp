@@ -279,6 +279,63 @@ TEST(RunArgs, LinformerRunInAWorkspace) {
   }
 }
 
+// A linear-attention run in a caller workspace (each thread's buffers and query group, the
+// heads' states or the causal segments; 0xff bytes first) gives the bits of a run without one
+// and matches the float64 reference, on each of its three paths: non-causal (states, then
+// query blocks), causal elu1/relu (segments in waves) and causal FAVOR+ (a state per thread);
+// odd shapes (S 1, 17, 80; D 3; D_v 17), GQA, strided q, key lengths, RoPE, two threads.
+TEST(RunArgs, LinearRunInAWorkspace) {
+  struct Case {
+    FeatureMap map;
+    bool causal, rope;
+    std::int64_t b, hq, hkv, sq, sk, d, dv;
+  };
+  for (const Case& c : {Case{FeatureMap::kElu1, false, false, 1, 1, 1, 1, 1, 3, 3},
+                        Case{FeatureMap::kRelu, false, true, 2, 3, 1, 80, 17, 4, 8},
+                        Case{FeatureMap::kElu1, true, true, 2, 4, 2, 17, 80, 16, 17},
+                        Case{FeatureMap::kFavor, true, false, 2, 3, 1, 33, 33, 3, 8}}) {
+    SCOPED_TRACE(::testing::Message() << "map " << static_cast<int>(c.map) << " causal " << c.causal
+                                      << " S_q " << c.sq << " S_k " << c.sk);
+    LinearSpec spec;
+    spec.feature_map = c.map;
+    spec.seed = 9;
+    AttentionOptions options;
+    options.variant = spec;
+    options.mask.causal = c.causal;
+    options.threads = 2;
+    if (c.rope) options.rope = RotaryEmbedding{};
+    const AttentionPlan plan = make_plan({c.b, c.hq, c.hkv, c.sq, c.sk, c.d, c.dv}, options);
+    ASSERT_TRUE(plan.qkv_workspace_bytes().has_value());
+    const std::size_t bytes = *plan.qkv_workspace_bytes();
+    const OwnedTensor q = make_tensor(c.b, c.hq, c.sq, c.d, testing::Layout::kBSHD, 51);
+    const OwnedTensor k = make_tensor(c.b, c.hkv, c.sk, c.d, testing::Layout::kBHSD, 52);
+    const OwnedTensor v = make_tensor(c.b, c.hkv, c.sk, c.dv, testing::Layout::kBHSD, 53);
+    OwnedTensor out = make_zeros(c.b, c.hq, c.sq, c.dv), ref = make_zeros(c.b, c.hq, c.sq, c.dv);
+    OwnedTensor lse = make_zeros(1, 1, 1, 1), ref_lse = make_zeros(1, 1, 1, 1);  // none asked
+    std::vector<std::byte> storage(bytes + 64, std::byte{0xff});
+    std::byte* aligned =
+        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
+    RunArgs args{.workspace = {aligned, bytes}}, plain;
+    const std::vector<std::int64_t> lengths{1, c.sk};
+    if (c.b == 2) args.key_lengths = plain.key_lengths = lengths;
+    RunArgs short_args = args;
+    short_args.workspace = {aligned, bytes - 64};
+    expect_error([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, short_args); },
+                 "workspace.size()", ErrorKind::kInvalidArgument);
+    for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
+    expect_workspace_run_is_plain(plan, q, k, v, out, ref, args, plain, lse, ref_lse);
+    Mask mask;
+    mask.causal = c.causal;
+    if (c.b == 2) mask.key_lengths = lengths;
+    const std::vector<float> favor =
+        c.map == FeatureMap::kFavor ? favor_random_matrix(c.d, c.d, 9) : std::vector<float>{};
+    const reference::Result expected =
+        reference::linear(q.cview(), k.cview(), v.cview(), c.map, favor, c.d, spec.epsilon, mask,
+                          std::nullopt, options.rope);
+    EXPECT_LE(reference::max_relative_error(out.view, expected), 1e-5);
+  }
+}
+
 // A plan whose variant takes no workspace says so (nullopt) and refuses one; so do half views,
 // bf16 precision and weights; a short or misaligned workspace is an Error naming it; out is
 // never written.
@@ -314,11 +371,11 @@ TEST(RunArgs, QkvWorkspaceRefusals) {
       },
       "workspace", ErrorKind::kNotImplemented);
   // Plans whose q/k/v runs take no workspace: nullopt, and a refusal. bf16 precision stages
-  // q, k, v in allocations; linear attention allocates its own scratch.
-  AttentionOptions rounded, linear;
+  // q, k, v in allocations; hierarchical attention allocates its own scratch.
+  AttentionOptions rounded, hierarchical;
   rounded.fp32_precision = Fp32Precision::kBf16;
-  linear.variant = LinearSpec{};
-  for (const AttentionOptions& options : {rounded, linear}) {
+  hierarchical.variant = HierarchicalSpec{.block = 4};
+  for (const AttentionOptions& options : {rounded, hierarchical}) {
     const AttentionPlan refusing = make_plan({1, 2, 2, 9, 9, 8, 8}, options);
     EXPECT_FALSE(refusing.qkv_workspace_bytes().has_value());
     expect_error(

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "seqattn/seqattn.hpp"
@@ -225,8 +226,9 @@ TEST(SteadyDecode, NoHeapAllocationAfterTheFirstStep) {
 // window long enough to take the banded path (S 5000, D 64: a pair packs at least
 // 5000·(64 + 64) = 640000 floats, past the 2^19 budget, on every target) with a global token
 // (a wide row, run on a fully packed copy); causal, GQA, RoPE or ALiBi (whose work items
-// reorder their tiles), key lengths, one and two threads; and Linformer (its projections and
-// the dense run over them in one workspace), with RoPE and two threads. The workspace is refilled
+// reorder their tiles), key lengths, one and two threads; Linformer (its projections and the
+// dense run over them in one workspace), with RoPE and two threads; and linear attention on
+// its three paths (non-causal, causal segments in waves, causal FAVOR+). The workspace is refilled
 // with NaN bytes before every run (stale scratch would show); every run equals the same run without
 // a workspace, bit for bit, and the run without one allocates (the counter sees it where it counts
 // malloc).
@@ -250,7 +252,11 @@ TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
         Case{"window, banded, alibi, 2 threads", Variant::kSlidingWindow, false, 2, false, true,
              5000},
         Case{"linformer, rope, key length", Variant::kLinformer, false, 1, true, false, 300, 211},
-        Case{"linformer, 2 threads", Variant::kLinformer, false, 2, false, false, 517}}) {
+        Case{"linformer, 2 threads", Variant::kLinformer, false, 2, false, false, 517},
+        Case{"linear, 2 threads, key length", Variant::kLinear, false, 2, false, false, 300, 177},
+        Case{"linear elu1 causal segments, rope, 2 threads", Variant::kLinear, true, 2, true, false,
+             1200},
+        Case{"linear favor causal", Variant::kLinear, true, 1, false, false, 200}}) {
     SCOPED_TRACE(c.name);
     AttentionOptions options;
     options.mask.causal = c.causal;
@@ -263,6 +269,13 @@ TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
       window.right = c.causal ? 0 : 30;
       window.global_tokens = {7};
       options.variant = window;
+    }
+    if (c.variant == Variant::kLinear) {
+      LinearSpec linear;
+      if (std::string(c.name).find("favor") != std::string::npos) {
+        linear.feature_map = FeatureMap::kFavor;
+      }
+      options.variant = linear;
     }
     if (c.variant == Variant::kLinformer) {
       LinformerSpec projection;
@@ -303,7 +316,7 @@ TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
     double largest = 0;  // not all zero; softmax's is a convex combination of values (|v| <= 1)
     for (const float x : out.storage) largest = std::max(largest, std::abs(static_cast<double>(x)));
     EXPECT_GT(largest, 0.0);
-    if (c.variant != Variant::kLinformer) {  // its values are F·V
+    if (c.variant == Variant::kDense || c.variant == Variant::kSlidingWindow) {  // softmax
       EXPECT_LE(largest, 1.0);
     }
   }

@@ -397,31 +397,42 @@ LinearPlan make_linear_plan(const LinearSpec& spec, std::int64_t dim, std::int64
   return plan;
 }
 
+HeadState::HeadState(const LinearPlan& plan, ScratchArena& arena)
+    : summary(arena, plan.features * plan.dim_v),
+      normaliser(arena, plan.features),
+      key_shift(arena, plan.features) {}
+
 void HeadState::reset(const LinearPlan& plan) {
-  summary.assign(static_cast<std::size_t>(plan.features * plan.dim_v), 0.0f);
-  normaliser.assign(static_cast<std::size_t>(plan.features), 0.0f);
-  key_shift.assign(static_cast<std::size_t>(plan.features),
-                   -std::numeric_limits<float>::infinity());
+  (void)plan;  // carved for it
+  std::fill(summary.begin(), summary.end(), 0.0f);
+  std::fill(normaliser.begin(), normaliser.end(), 0.0f);
+  std::fill(key_shift.begin(), key_shift.end(), -std::numeric_limits<float>::infinity());
   keys = 0;
 }
 
-LinearWorkspace::LinearWorkspace(const LinearPlan& plan) {
+void HeadState::copy_from(const HeadState& other) {
+  std::copy(other.summary.begin(), other.summary.end(), summary.begin());
+  std::copy(other.normaliser.begin(), other.normaliser.end(), normaliser.begin());
+  std::copy(other.key_shift.begin(), other.key_shift.end(), key_shift.begin());
+  keys = other.keys;
+}
+
+LinearWorkspace::LinearWorkspace(const LinearPlan& plan, ScratchArena& arena) {
   const linear_simd::Blocking& b = plan.blocking;
   const std::int64_t key_rows = std::max(b.key_block, b.causal_chunk);
   const std::int64_t rows = std::max(key_rows, b.query_block);
-  auto sized = [](std::int64_t n) { return std::vector<float>(static_cast<std::size_t>(n)); };
-  x = sized(rows * plan.dim);
-  phi_q = sized(b.query_block * plan.features);
-  phi_k = sized(key_rows * plan.features);
-  phi_kt = sized(b.causal_chunk * plan.features);
-  norms = sized(rows);
-  values = sized(key_rows * plan.dim_v);
-  num = sized(b.query_block * plan.dim_v);
-  den = sized(b.query_block);
-  scores = sized(b.query_block * b.causal_chunk);
-  col_max = sized(plan.features);
-  factors = sized(plan.features);
-  ahead.assign(kAheadLines, nullptr);
+  x = Carved<float>(arena, rows * plan.dim);
+  phi_q = Carved<float>(arena, b.query_block * plan.features);
+  phi_k = Carved<float>(arena, key_rows * plan.features);
+  phi_kt = Carved<float>(arena, b.causal_chunk * plan.features);
+  norms = Carved<float>(arena, rows);
+  values = Carved<float>(arena, key_rows * plan.dim_v);
+  num = Carved<float>(arena, b.query_block * plan.dim_v);
+  den = Carved<float>(arena, b.query_block);
+  scores = Carved<float>(arena, b.query_block * b.causal_chunk);
+  col_max = Carved<float>(arena, plan.features);
+  factors = Carved<float>(arena, plan.features);
+  ahead = Carved<const float*>(arena, kAheadLines);
 }
 
 void linear_causal_head(const LinearPlan& plan, HeadState& state, const ConstRows& k,
@@ -469,15 +480,15 @@ void linear_emit_rows(const LinearPlan& plan, const HeadState& state, const Cons
 
 namespace seqattn::detail {
 
-SegmentKeys::SegmentKeys(const LinearPlan& plan) {
+SegmentKeys::SegmentKeys(const LinearPlan& plan, ScratchArena& arena) {
   const std::int64_t g = plan.blocking.segment, c = plan.blocking.causal_chunk;
   const std::int64_t chunks = (g + c - 1) / c, m = plan.features, dv = plan.dim_v;
-  const char* what = "linear attention's causal segment buffers";
-  phi_t = checked_vector<float>(checked_product({g, m}, what), what);
-  values = checked_vector<float>(checked_product({g, dv}, what), what);
-  summaries = checked_vector<float>(checked_product({chunks, m, dv}, what), what);
-  normalisers = checked_vector<float>(checked_product({chunks, m}, what), what);
-  finite_values.assign(static_cast<std::size_t>(chunks), 1);
+  phi_t = Carved<float>(arena, g * m);
+  values = Carved<float>(arena, g * dv);
+  summaries = Carved<float>(arena, chunks * m * dv);
+  normalisers = Carved<float>(arena, chunks * m);
+  finite_values = Carved<std::uint8_t>(arena, chunks);
+  total = HeadState(plan, arena);
 }
 
 void linear_segment_keys(const LinearPlan& plan, const ConstRows& k, const ConstRows& v,

@@ -4,13 +4,17 @@
 // rows of the heads that share it (GQA).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "seqattn/options.hpp"
 #include "seqattn/tensor.hpp"
+#include "src/kernel/scratch_arena.hpp"
 #include "variants/linear/linear_simd.hpp"
 
 namespace seqattn::detail {
@@ -24,6 +28,56 @@ struct StridedRows {
 };
 using ConstRows = StridedRows<const float>;
 using MutRows = StridedRows<float>;
+
+// n elements of T carved from a ScratchArena (null data while the arena only counts): a
+// caller's workspace, one allocation of the run (linear_variant.cpp) or a state's own
+// (linear_state.cpp). The part of std::vector's interface the kernels use, without growth;
+// not copyable, since a copy would alias (HeadState::copy_from copies contents). Trivially
+// destructible: arrays of the structs below are carved and constructed in place, never
+// destroyed.
+template <class T>
+class Carved {
+ public:
+  Carved() = default;
+  Carved(ScratchArena& arena, std::int64_t n)
+      : data_(arena.take<T>(n)), size_(static_cast<std::size_t>(n)) {
+    if (data_ != nullptr) std::uninitialized_default_construct_n(data_, size_);
+  }
+  Carved(const Carved&) = delete;
+  Carved& operator=(const Carved&) = delete;
+  Carved(Carved&&) noexcept = default;
+  Carved& operator=(Carved&&) noexcept = default;
+
+  T* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T* begin() const { return data_; }
+  T* end() const { return data_ + size_; }
+  T& front() const { return data_[0]; }
+  T& operator[](std::size_t i) const { return data_[i]; }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// n objects of T built in place in the arena, each carving its own buffers after the array
+// (T(args..., arena)); while the arena only counts, each is built only to count them. T is
+// trivially destructible: the objects are never destroyed, their memory is the arena's.
+template <class T, class... Args>
+T* carve_objects(ScratchArena& arena, std::int64_t n, const Args&... args) {
+  static_assert(std::is_trivially_destructible_v<T>, "carved objects are never destroyed");
+  T* at = arena.take<T>(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (at != nullptr) {
+      new (at + i) T(args..., arena);
+    } else {
+      const T counted(args..., arena);
+      (void)counted;
+    }
+  }
+  return at;
+}
 
 template <class T>
 StridedRows<T> head_rows(const TensorView<T>& t, std::int64_t b, std::int64_t h) {
@@ -63,25 +117,33 @@ LinearPlan make_linear_plan(const LinearSpec& spec, std::int64_t dim, std::int64
 // queries take exp(key_shift[r]) back into their features (see query_features), so the
 // shifts cancel exactly. elu1/relu leave key_shift unused.
 struct HeadState {
-  std::vector<float> summary, normaliser, key_shift;
+  Carved<float> summary, normaliser, key_shift;
   std::int64_t keys = 0;  // keys absorbed so far
+  HeadState() = default;
+  HeadState(const LinearPlan& plan, ScratchArena& arena);
   void reset(const LinearPlan& plan);
+  // This state becomes `other` (contents copied; both carved for the same plan).
+  void copy_from(const HeadState& other);
 };
 
 // Per-thread scratch buffers sized once for a plan.
 class LinearWorkspace {
  public:
-  explicit LinearWorkspace(const LinearPlan& plan);
-  std::vector<float> x, phi_q, phi_k, phi_kt, norms, values, num, den, scores, col_max, factors;
+  LinearWorkspace() = default;
+  LinearWorkspace(const LinearPlan& plan, ScratchArena& arena);
+  Carved<float> x, phi_q, phi_k, phi_kt, norms, values, num, den, scores, col_max, factors;
   // Cache lines of the next block, requested while this one computes: ahead[0, ahead_count).
-  std::vector<const float*> ahead;
+  Carved<const float*> ahead;
   std::int64_t ahead_count = 0;
 };
 
-// The query heads (and their outputs) that share one kv head.
+// The query heads (and their outputs) that share one kv head: `heads` of them, carved for the
+// plan's group size and filled per task (query_group).
 struct QueryGroup {
-  std::vector<ConstRows> q;
-  std::vector<MutRows> out;
+  Carved<ConstRows> q;
+  Carved<MutRows> out;
+  QueryGroup() = default;
+  QueryGroup(std::int64_t heads, ScratchArena& arena) : q(arena, heads), out(arena, heads) {}
 };
 
 // Causal: query i sees every key already in `state` and new key j <= i + offset. Consumes all
@@ -107,11 +169,12 @@ void linear_emit_rows(const LinearPlan& plan, const HeadState& state, const Cons
 // result is the same whichever thread runs which segment.
 struct SegmentKeys {
   std::int64_t first_key = 0, keys = 0;  // the segment's key rows [first_key, first_key + keys)
-  std::vector<float> phi_t, values;      // per chunk [m, chunk] (transposed); [segment, D_v]
-  std::vector<float> summaries, normalisers;  // per chunk: [m, D_v], [m]
-  std::vector<std::uint8_t> finite_values;    // per chunk: no Inf or NaN among its values
-  HeadState total;                            // the sum over its chunks
-  explicit SegmentKeys(const LinearPlan& plan);
+  Carved<float> phi_t, values;           // per chunk [m, chunk] (transposed); [segment, D_v]
+  Carved<float> summaries, normalisers;  // per chunk: [m, D_v], [m]
+  Carved<std::uint8_t> finite_values;    // per chunk: no Inf or NaN among its values
+  HeadState total;                       // the sum over its chunks
+  SegmentKeys() = default;
+  SegmentKeys(const LinearPlan& plan, ScratchArena& arena);
 };
 void linear_segment_keys(const LinearPlan& plan, const ConstRows& k, const ConstRows& v,
                          std::int64_t first_key, std::int64_t keys, SegmentKeys& seg,

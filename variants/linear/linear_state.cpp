@@ -2,12 +2,14 @@
 // across step() calls; each step is the batch causal algorithm started from that state.
 #include "seqattn/linear_state.hpp"
 
+#include <hwy/aligned_allocator.h>
 #include <omp.h>
 
 #include <cmath>
+#include <cstddef>
 #include <string>
-#include <vector>
 
+#include "src/runtime/checked_size.hpp"
 #include "src/runtime/threads.hpp"
 #include "src/runtime/validate.hpp"
 #include "variants/linear/linear_core.hpp"
@@ -17,12 +19,23 @@ namespace seqattn {
 struct LinearAttentionState::Impl {
   LinearStateShape shape;
   detail::LinearPlan plan;
-  std::vector<detail::HeadState> heads;  // [batch × heads_kv]
   std::int64_t position = 0;
   int threads = 1;
-  // One scratch set per thread, kept across steps: a decoding step is a few microseconds of
-  // work, less than allocating and clearing the buffers.
-  std::vector<detail::LinearWorkspace> workspaces;
+  // Carved from `storage`, once: the states [batch × heads_kv], then one scratch set and one
+  // query group per thread, kept across steps (a decoding step is a few microseconds of work,
+  // less than allocating and clearing the buffers).
+  hwy::AlignedFreeUniquePtr<std::byte[]> storage;
+  detail::HeadState* heads = nullptr;
+  std::int64_t head_count = 0;
+  detail::LinearWorkspace* workspaces = nullptr;
+  detail::QueryGroup* groups = nullptr;
+
+  void carve(detail::ScratchArena& arena) {
+    heads = detail::carve_objects<detail::HeadState>(arena, head_count, plan);
+    workspaces = detail::carve_objects<detail::LinearWorkspace>(arena, threads, plan);
+    groups =
+        detail::carve_objects<detail::QueryGroup>(arena, threads, shape.heads_q / shape.heads_kv);
+  }
 };
 
 namespace {
@@ -64,10 +77,17 @@ LinearAttentionState::LinearAttentionState(const LinearSpec& spec, const LinearS
   impl_->shape = shape;
   impl_->plan = detail::make_linear_plan(spec, shape.dim, shape.dim_v, scale);
   impl_->threads = team;
-  impl_->heads.resize(
-      static_cast<std::size_t>(detail::checked_product({shape.batch, shape.heads_kv}, "shape")));
-  impl_->workspaces.assign(static_cast<std::size_t>(impl_->threads),
-                           detail::LinearWorkspace(impl_->plan));
+  impl_->head_count = detail::checked_product({shape.batch, shape.heads_kv}, "shape");
+  detail::checked_product({impl_->head_count, impl_->plan.features, shape.dim_v},
+                          "shape (B x H_kv x m x D_v: the heads' states)");
+  detail::ScratchArena count;
+  impl_->carve(count);
+  impl_->storage = hwy::AllocateAligned<std::byte>(count.used());
+  if (impl_->storage == nullptr) {
+    detail::fail_allocation("LinearAttentionState", static_cast<double>(count.used()));
+  }
+  detail::ScratchArena arena(impl_->storage.get(), count.used());
+  impl_->carve(arena);
   reset();
 }
 
@@ -76,7 +96,7 @@ LinearAttentionState::LinearAttentionState(LinearAttentionState&&) noexcept = de
 LinearAttentionState& LinearAttentionState::operator=(LinearAttentionState&&) noexcept = default;
 
 void LinearAttentionState::reset() {
-  for (detail::HeadState& h : impl_->heads) h.reset(impl_->plan);
+  for (std::int64_t i = 0; i < impl_->head_count; ++i) impl_->heads[i].reset(impl_->plan);
   impl_->position = 0;
 }
 
@@ -99,18 +119,18 @@ void LinearAttentionState::step(const ConstTensor& q, const ConstTensor& k, cons
   const bool parallel = n >= kMinParallelTokens && tasks > 1 && impl_->threads > 1;
 #pragma omp parallel num_threads(impl_->threads) if (parallel)
   {
-    detail::LinearWorkspace& ws = impl_->workspaces[static_cast<std::size_t>(omp_get_thread_num())];
+    const int thread = omp_get_thread_num();
+    detail::LinearWorkspace& ws = impl_->workspaces[thread];
+    detail::QueryGroup& g = impl_->groups[thread];
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t t = 0; t < tasks; ++t) {
       const std::int64_t b = t / s.heads_kv, hk = t % s.heads_kv;
-      detail::QueryGroup g;
-      for (std::int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-        g.q.push_back(detail::head_rows(p.q, b, h));
-        g.out.push_back(detail::head_rows(p.out, b, h));
+      for (std::int64_t i = 0; i < group; ++i) {
+        g.q[static_cast<std::size_t>(i)] = detail::head_rows(p.q, b, hk * group + i);
+        g.out[static_cast<std::size_t>(i)] = detail::head_rows(p.out, b, hk * group + i);
       }
-      detail::linear_causal_head(plan, impl_->heads[static_cast<std::size_t>(t)],
-                                 detail::head_rows(p.k, b, hk), detail::head_rows(p.v, b, hk), g,
-                                 /*offset=*/0, ws);
+      detail::linear_causal_head(plan, impl_->heads[t], detail::head_rows(p.k, b, hk),
+                                 detail::head_rows(p.v, b, hk), g, /*offset=*/0, ws);
     }
   }
   impl_->position += n;

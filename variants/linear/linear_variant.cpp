@@ -1,13 +1,17 @@
 // Kernelised linear attention: the variant object (checks, cost) and the batch × head driver.
 #include <algorithm>
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
 #include <variant>
-#include <vector>
 
+#include "src/kernel/scratch_arena.hpp"
+#include "src/kernel/team_loops.hpp"
+#include "src/runtime/checked_size.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/validate.hpp"
+#include "src/runtime/workspace.hpp"
 #include "variants/linear/linear_core.hpp"
 #include "variants/registry.hpp"
 
@@ -30,7 +34,8 @@ class LinearVariant final : public AttentionVariant {
 
   void check(const Problem& p, const VariantSpec& spec) const override {
     refuse_alibi(p, "linear", "it never forms the scores ALiBi biases");
-    const std::string no_matrix = "linear attention never forms the S_q x S_k score matrix";
+    // A literal, not a std::string: check() runs on every run with key lengths.
+    const char* no_matrix = "linear attention never forms the S_q x S_k score matrix";
     if (p.mask.keep) unsupported("mask.keep", no_matrix);
     if (p.mask.bias) unsupported("mask.bias", no_matrix);
     if (p.weights) unsupported("weights", no_matrix);
@@ -88,24 +93,92 @@ class LinearVariant final : public AttentionVariant {
    public:
     Prepared(LinearPlan plan, double flops) : plan_(std::move(plan)), flops_(flops) {}
     void run(const Problem& p) const override { run_plan(p, plan_, flops_); }
+    std::optional<std::size_t> workspace_bytes(const Problem& planned) const override {
+      ScratchArena count;
+      carve_scratch(planned, plan_, flops_, count);
+      return count.used();
+    }
 
    private:
     LinearPlan plan_;
     double flops_;
   };
 
+  // One segment of one (batch, kv head).
+  struct Segment {
+    std::int64_t task = 0, first_key = 0, keys = 0;
+    bool last = false;
+  };
+
+  // A run's scratch, carved in this order by carve_scratch for the count and for the run: per
+  // thread a LinearWorkspace and a QueryGroup, then the path's states: run_full one per
+  // (batch, kv head); FAVOR+ causal one per thread; elu1/relu causal the segment list (as long
+  // as full key lengths make it), a wave's slots and start states, and the carry. Nothing
+  // depends on the key lengths, so the plan's count is every run's.
+  struct LinearScratch {
+    int team = 1;
+    LinearWorkspace* ws = nullptr;
+    QueryGroup* groups = nullptr;
+    HeadState* states = nullptr;
+    Segment* segments = nullptr;
+    SegmentKeys* slots = nullptr;
+    HeadState* starts = nullptr;
+    HeadState* carry = nullptr;
+  };
+
+  static constexpr std::int64_t kWavePerThread = 4;
+
+  static std::int64_t max_segments(const Problem& p, const LinearPlan& plan) {
+    const std::int64_t g = plan.blocking.segment;
+    return checked_product(
+        {p.batch(), p.heads_kv(), std::max<std::int64_t>(1, (p.seq_k() + g - 1) / g)},
+        "B x H_kv x segments (linear attention's causal segments)");
+  }
+
+  static LinearScratch carve_scratch(const Problem& p, const LinearPlan& plan, double flops,
+                                     ScratchArena& arena) {
+    const std::int64_t tasks = p.batch() * p.heads_kv();
+    const bool causal = p.mask.causal, favor = plan.map == FeatureMap::kFavor;
+    // Below ~1 MFLOP a thread team costs more than it saves.
+    std::int64_t team = flops >= kMinParallelFlops ? p.threads : 1;
+    if (causal) team = std::min(team, favor ? tasks : max_segments(p, plan));
+    LinearScratch s;
+    s.team = static_cast<int>(team);
+    s.ws = carve_objects<LinearWorkspace>(arena, team, plan);
+    s.groups = carve_objects<QueryGroup>(arena, team, p.group());
+    if (!causal || favor) {
+      const std::int64_t states = causal ? team : tasks;
+      checked_product({states, plan.features, plan.dim_v}, "states x m x D_v (linear attention)");
+      s.states = carve_objects<HeadState>(arena, states, plan);
+    } else {
+      const std::int64_t count = max_segments(p, plan);
+      const std::int64_t width = std::min(count, kWavePerThread * team);
+      s.segments = arena.take<Segment>(count);
+      s.slots = carve_objects<SegmentKeys>(arena, width, plan);
+      s.starts = carve_objects<HeadState>(arena, width, plan);
+      s.carry = carve_objects<HeadState>(arena, 1, plan);
+    }
+    return s;
+  }
+
   static void run_plan(const Problem& p, const LinearPlan& prepared, double flops) {
     // The rotation tables belong to the plan's problem, not to the prepared feature map.
     LinearPlan plan = prepared;
     plan.rope = rope_of(p.positional.get());
-    // Below ~1 MFLOP a thread team costs more than it saves.
-    const int team = flops >= kMinParallelFlops ? p.threads : 1;
+    // The caller's workspace (checked whole before anything is written), or one allocation.
+    ScratchArena count;
+    carve_scratch(p, plan, flops, count);
+    const RunScratch scratch(p.workspace, count.used(), count.used(),
+                             "AttentionPlan::qkv_workspace_bytes() (linear attention: each "
+                             "thread's buffers and the heads' states)");
+    ScratchArena arena(scratch.data(), scratch.size());
+    const LinearScratch s = carve_scratch(p, plan, flops, arena);
     if (p.mask.causal && plan.map == FeatureMap::kFavor) {
-      run_causal_heads(p, plan, team);
+      run_causal_heads(p, plan, s);
     } else if (p.mask.causal) {
-      run_causal_segments(p, plan, team);
+      run_causal_segments(p, plan, s);
     } else {
-      run_full(p, plan, team);
+      run_full(p, plan, s);
     }
   }
 
@@ -116,11 +189,12 @@ class LinearVariant final : public AttentionVariant {
     return rows;
   }
 
-  static QueryGroup query_group(const Problem& p, std::int64_t b, std::int64_t hk) {
-    QueryGroup group;
-    for (std::int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h) {
-      group.q.push_back(head_rows(p.q, b, h));
-      group.out.push_back(head_rows(p.out, b, h));
+  // The query heads of kv head hk (and their outputs) into a group carved for p.group().
+  static const QueryGroup& query_group(const Problem& p, std::int64_t b, std::int64_t hk,
+                                       QueryGroup& group) {
+    for (std::int64_t i = 0; i < p.group(); ++i) {
+      group.q[static_cast<std::size_t>(i)] = head_rows(p.q, b, hk * p.group() + i);
+      group.out[static_cast<std::size_t>(i)] = head_rows(p.out, b, hk * p.group() + i);
     }
     return group;
   }
@@ -128,41 +202,33 @@ class LinearVariant final : public AttentionVariant {
   // FAVOR+ (whose running key stabilisers make segments depend on each other): one (batch,
   // kv head) per task, its chunks in order. Every output element is computed by one thread in
   // a fixed order, so the result is bitwise the same for any thread count.
-  static void run_causal_heads(const Problem& p, const LinearPlan& plan, int team) {
+  static void run_causal_heads(const Problem& p, const LinearPlan& plan, const LinearScratch& s) {
     const std::int64_t tasks = p.batch() * p.heads_kv();
     const std::int64_t offset = p.seq_k() - p.seq_q();
-    team = static_cast<int>(std::min<std::int64_t>(team, tasks));
-#pragma omp parallel num_threads(team)
-    {
-      LinearWorkspace ws(plan);
-      HeadState state;
-#pragma omp for schedule(dynamic, 1)
-      for (std::int64_t t = 0; t < tasks; ++t) {
+    RunOnTeam(s.team, [&](const auto& team) {
+      const auto thread = static_cast<std::size_t>(team.thread());
+      HeadState& state = s.states[thread];
+      team.for_dynamic(tasks, [&](std::int64_t t) {
         const std::int64_t b = t / p.heads_kv(), hk = t % p.heads_kv();
-        const QueryGroup group = query_group(p, b, hk);
         state.reset(plan);
         linear_causal_head(plan, state, visible_rows(p.k, p, b, hk), visible_rows(p.v, p, b, hk),
-                           group, offset, ws);
-      }
-    }
+                           query_group(p, b, hk, s.groups[thread]), offset, s.ws[thread]);
+      });
+    });
   }
 
-  // One segment of one (batch, kv head).
-  struct Segment {
-    std::int64_t task = 0, first_key = 0, keys = 0;
-    bool last = false;
-  };
-
-  static std::vector<Segment> causal_segments(const Problem& p, const LinearPlan& plan) {
-    std::vector<Segment> list;
+  // The segments of every (batch, kv head) into s.segments; returns their count.
+  static std::int64_t causal_segments(const Problem& p, const LinearPlan& plan,
+                                      const LinearScratch& s) {
+    std::int64_t count = 0;
     const std::int64_t g = plan.blocking.segment;
     for (std::int64_t t = 0; t < p.batch() * p.heads_kv(); ++t) {
       const std::int64_t len = p.key_length(t / p.heads_kv());
       for (std::int64_t k0 = 0; k0 == 0 || k0 < len; k0 += g) {  // one empty segment if len = 0
-        list.push_back({t, k0, std::min(g, len - k0), k0 + g >= len});
+        s.segments[count++] = {t, k0, std::min(g, len - k0), k0 + g >= len};
       }
     }
-    return list;
+    return count;
   }
 
   // elu1/relu: segments of every (batch, kv head) in waves of up to kWavePerThread × team:
@@ -171,80 +237,68 @@ class LinearVariant final : public AttentionVariant {
   // prefix order is fixed, so the result is bitwise the same for any thread count, and one kv
   // head keeps every thread busy. Several segments per thread, taken dynamically, absorb cores
   // of unequal speed (one per thread lost 20% of two threads' time to the barriers).
-  static void run_causal_segments(const Problem& p, const LinearPlan& plan, int team) {
-    constexpr std::int64_t kWavePerThread = 4;
-    const std::vector<Segment> segments = causal_segments(p, plan);
-    const std::int64_t count = static_cast<std::int64_t>(segments.size());
-    team = static_cast<int>(std::min<std::int64_t>(team, count));
+  static void run_causal_segments(const Problem& p, const LinearPlan& plan,
+                                  const LinearScratch& s) {
+    const std::int64_t count = causal_segments(p, plan, s);
+    const int team = static_cast<int>(std::min<std::int64_t>(s.team, count));
     const std::int64_t width = std::min(count, kWavePerThread * team);
     const std::int64_t offset = p.seq_k() - p.seq_q();
-    std::vector<SegmentKeys> slots(static_cast<std::size_t>(width), SegmentKeys(plan));
-    std::vector<HeadState> starts(static_cast<std::size_t>(width));
-    for (HeadState& s : starts) s.reset(plan);
-    HeadState carry;  // the keys of the wave's last task before its next segment
-    carry.reset(plan);
-#pragma omp parallel num_threads(team)
-    {
-      LinearWorkspace ws(plan);
+    for (std::int64_t i = 0; i < width; ++i) s.starts[i].reset(plan);
+    s.carry->reset(plan);  // the keys of the wave's last task before its next segment
+    RunOnTeam(team, [&](const auto& crew) {
+      const auto thread = static_cast<std::size_t>(crew.thread());
       for (std::int64_t w = 0; w < count; w += width) {
         const std::int64_t wave = std::min(width, count - w);
-#pragma omp for schedule(runtime)
-        for (std::int64_t s = 0; s < wave; ++s) {
-          const Segment& seg = segments[static_cast<std::size_t>(w + s)];
+        crew.for_dynamic(wave, [&](std::int64_t i) {
+          const Segment& seg = s.segments[w + i];
           const std::int64_t b = seg.task / p.heads_kv(), hk = seg.task % p.heads_kv();
           linear_segment_keys(plan, head_rows(p.k, b, hk), head_rows(p.v, b, hk), seg.first_key,
-                              seg.keys, slots[static_cast<std::size_t>(s)], ws);
-        }
-#pragma omp single
-        for (std::int64_t s = 0; s < wave; ++s) {
-          const Segment& seg = segments[static_cast<std::size_t>(w + s)];
-          HeadState& start = starts[static_cast<std::size_t>(s)];
-          if (seg.first_key == 0) carry.reset(plan);
-          start = carry;
-          linear_add_state(carry, slots[static_cast<std::size_t>(s)].total);
-        }
-#pragma omp for schedule(runtime)
-        for (std::int64_t s = 0; s < wave; ++s) {
-          const Segment& seg = segments[static_cast<std::size_t>(w + s)];
+                              seg.keys, s.slots[i], s.ws[thread]);
+        });
+        crew.single([&] {
+          for (std::int64_t i = 0; i < wave; ++i) {
+            if (s.segments[w + i].first_key == 0) s.carry->reset(plan);
+            s.starts[i].copy_from(*s.carry);
+            linear_add_state(*s.carry, s.slots[i].total);
+          }
+        });
+        crew.for_dynamic(wave, [&](std::int64_t i) {
+          const Segment& seg = s.segments[w + i];
           const std::int64_t b = seg.task / p.heads_kv(), hk = seg.task % p.heads_kv();
-          linear_segment_queries(plan, starts[static_cast<std::size_t>(s)],
-                                 slots[static_cast<std::size_t>(s)], query_group(p, b, hk), offset,
-                                 seg.last, ws);
-        }
+          linear_segment_queries(plan, s.starts[i], s.slots[i],
+                                 query_group(p, b, hk, s.groups[thread]), offset, seg.last,
+                                 s.ws[thread]);
+        });
       }
-    }
+    });
   }
 
   // The states of every (batch, kv head) first, then query blocks from the finished states:
   // the second phase keeps every thread busy even with a single kv head (MQA, B = 1), and
   // each output element is still computed by one thread in a fixed order.
-  static void run_full(const Problem& p, const LinearPlan& plan, int team) {
+  static void run_full(const Problem& p, const LinearPlan& plan, const LinearScratch& s) {
     const std::int64_t tasks = p.batch() * p.heads_kv();
     const std::int64_t block = plan.blocking.query_block;
     const std::int64_t blocks = (p.seq_q() + block - 1) / block;  // per query head
     const std::int64_t items = p.batch() * p.heads_q() * blocks;
-    std::vector<HeadState> states(static_cast<std::size_t>(tasks));
-#pragma omp parallel num_threads(team)
-    {
-      LinearWorkspace ws(plan);
-#pragma omp for schedule(dynamic, 1)
-      for (std::int64_t t = 0; t < tasks; ++t) {
+    RunOnTeam(s.team, [&](const auto& team) {
+      LinearWorkspace& ws = s.ws[team.thread()];
+      team.for_dynamic(tasks, [&](std::int64_t t) {
         const std::int64_t b = t / p.heads_kv(), hk = t % p.heads_kv();
-        HeadState& state = states[static_cast<std::size_t>(t)];
+        HeadState& state = s.states[t];
         state.reset(plan);
         linear_absorb_all(plan, state, visible_rows(p.k, p, b, hk), visible_rows(p.v, p, b, hk),
                           ws);
-      }
-#pragma omp for schedule(dynamic, 1)
-      for (std::int64_t item = 0; item < items; ++item) {
+      });
+      team.for_dynamic(items, [&](std::int64_t item) {
         const std::int64_t b = item / (p.heads_q() * blocks);
         const std::int64_t h = item / blocks % p.heads_q();
         const std::int64_t row0 = item % blocks * block;
-        const HeadState& state = states[static_cast<std::size_t>(b * p.heads_kv() + h / p.group())];
+        const HeadState& state = s.states[b * p.heads_kv() + h / p.group()];
         linear_emit_rows(plan, state, head_rows(p.q, b, h), head_rows(p.out, b, h), row0,
                          std::min(block, p.seq_q() - row0), ws);
-      }
-    }
+      });
+    });
   }
 };
 

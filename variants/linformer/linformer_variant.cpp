@@ -2,13 +2,11 @@
 // dense attention over the proj_len projected keys through the dense variant's own kernel.
 // RoPE rotates each key at its position on its way into the projection (the copy the GEMM
 // reads) and each query in the dense kernel: score (i, r) = (R_i q_i) · Σ_j E[r, j] R_j k_j.
-#include <hwy/aligned_allocator.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <memory>
-#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -251,18 +249,11 @@ class LinformerVariant final : public AttentionVariant {
     // Every allocation happens here, outside the region (an exception may not leave one): in
     // the caller's workspace (checked, whole, before anything is written), or one of our own
     // for the projections while the dense kernel allocates its own scratch.
-    hwy::AlignedFreeUniquePtr<std::byte[]> owned;
-    std::span<std::byte> range = p.workspace;
-    if (given) {
-      check_workspace(range, scratch_bytes(p, k, keys, queries),
-                      "AttentionPlan::qkv_workspace_bytes() (Linformer: projected K and V, row "
-                      "copies and the dense kernel's scratch)");
-    } else {
-      owned = hwy::AllocateAligned<std::byte>(count.used());
-      if (owned == nullptr) throw std::bad_alloc();
-      range = {owned.get(), count.used()};
-    }
-    ScratchArena arena(range.data(), range.size());
+    const RunScratch scratch(p.workspace, given ? scratch_bytes(p, k, keys, queries) : 0,
+                             count.used(),
+                             "AttentionPlan::qkv_workspace_bytes() (Linformer: projected K and "
+                             "V, row copies and the dense kernel's scratch)");
+    ScratchArena arena(scratch.data(), scratch.size());
     const Scratch s = carve(p, k, given, arena);
     const RopeTables* rope = rope_of(p.positional.get());
     auto task = [&](float* gather, std::int64_t t) {
@@ -282,7 +273,7 @@ class LinformerVariant final : public AttentionVariant {
       }
     }
     Problem projected = projected_problem(p, k, s.kp, s.vp, queries);
-    if (given) projected.workspace = range.subspan(count.used());
+    if (given) projected.workspace = scratch.bytes().subspan(count.used());
     softmax_forward(projected, keys);
   }
 };
