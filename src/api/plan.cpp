@@ -197,9 +197,8 @@ void check_qkv_workspace(const detail::PlanState& st, std::initializer_list<DTyp
   if (!st.qkv_workspace_bytes) {
     throw Error(ErrorKind::kNotImplemented, "workspace",
                 "empty for a " + std::string(to_string(st.id)) + " run over q, k and v", given,
-                "this variant allocates its own scratch; a caller workspace serves dense, "
-                "sliding-window, Linformer and linear runs over q, k, v and runs over a KvCache "
-                "or PagedKvCache");
+                "this variant allocates its own scratch; a caller workspace serves runs over "
+                "q, k, v of every variant but LSH, and runs over a KvCache or PagedKvCache");
   }
   if (args.weights) {
     throw Error(ErrorKind::kNotImplemented, "workspace", "empty when weights are asked for", given,

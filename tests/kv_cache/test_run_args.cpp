@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <variant>
 #include <vector>
 
@@ -43,6 +44,37 @@ void expect_workspace_run_is_plain(const AttentionPlan& plan, const OwnedTensor&
   plan.run(q.cview(), k.cview(), v.cview(), ref.view, plain);
   EXPECT_TRUE(same_bits(out, ref));
   EXPECT_TRUE(same_bits(lse, ref_lse));
+}
+
+// The whole check of a run in a caller workspace: `plan` over q, k, v with key lengths
+// `lengths` (none when empty) and lse when `with_lse`. A workspace of `short_bytes` is refused
+// first (workspace.size()), out untouched; then a run in a workspace of qkv_workspace_bytes()
+// (0xff bytes first) into out writes to it and equals the run without one, into ref, bit for
+// bit (out and lse).
+void expect_workspace_run(const AttentionPlan& plan, const OwnedTensor& q, const OwnedTensor& k,
+                          const OwnedTensor& v, OwnedTensor& out, OwnedTensor& ref,
+                          std::span<const std::int64_t> lengths, bool with_lse,
+                          std::size_t short_bytes) {
+  ASSERT_TRUE(plan.qkv_workspace_bytes().has_value());
+  const std::size_t bytes = *plan.qkv_workspace_bytes();
+  const auto& shape = out.view.shape;
+  OwnedTensor lse = make_zeros(shape[0], shape[1], shape[2], 1),
+              ref_lse = make_zeros(shape[0], shape[1], shape[2], 1);
+  std::vector<std::byte> storage(bytes + 64, std::byte{0xff});
+  std::byte* aligned =
+      storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
+  RunArgs args{.key_lengths = lengths, .workspace = {aligned, bytes}};
+  RunArgs plain{.key_lengths = lengths};
+  if (with_lse) {
+    args.lse = lse.view;
+    plain.lse = ref_lse.view;
+  }
+  RunArgs short_args = args;
+  short_args.workspace = {aligned, short_bytes};
+  expect_error([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, short_args); },
+               "workspace.size()", ErrorKind::kInvalidArgument);
+  for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
+  expect_workspace_run_is_plain(plan, q, k, v, out, ref, args, plain, lse, ref_lse);
 }
 
 // Every row that takes key lengths: one plan, three sets of lengths (and none), each run
@@ -246,26 +278,13 @@ TEST(RunArgs, LinformerRunInAWorkspace) {
       rotary.dims = n.d % 2 == 0 ? 0 : n.d - 1;  // an odd D rotates its first D - 1
       if (rope) options.rope = rotary;
       const AttentionPlan plan = make_plan({n.b, n.hq, n.hkv, n.sq, n.sk, n.d, n.dv}, options);
-      ASSERT_TRUE(plan.qkv_workspace_bytes().has_value());
-      const std::size_t bytes = *plan.qkv_workspace_bytes();
       const OwnedTensor q = make_tensor(n.b, n.hq, n.sq, n.d, testing::Layout::kBSHD, 41);
       const OwnedTensor k = make_tensor(n.b, n.hkv, n.sk, n.d, testing::Layout::kBHSD, 42);
       const OwnedTensor v = make_tensor(n.b, n.hkv, n.sk, n.dv, testing::Layout::kBHSD, 43);
       OwnedTensor out = make_zeros(n.b, n.hq, n.sq, n.dv), ref = make_zeros(n.b, n.hq, n.sq, n.dv);
-      OwnedTensor lse = make_zeros(n.b, n.hq, n.sq, 1), ref_lse = make_zeros(n.b, n.hq, n.sq, 1);
-      std::vector<std::byte> storage(bytes + 64, std::byte{0xff});
-      std::byte* aligned =
-          storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
-      RunArgs args{.lse = lse.view, .workspace = {aligned, bytes}};
-      RunArgs plain{.lse = ref_lse.view};
-      const std::vector<std::int64_t> lengths{1, n.sk};
-      if (n.b == 2) args.key_lengths = plain.key_lengths = lengths;
-      RunArgs short_args = args;
-      short_args.workspace = {aligned, 64};
-      expect_error([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, short_args); },
-                   "workspace.size()", ErrorKind::kInvalidArgument);
-      for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
-      expect_workspace_run_is_plain(plan, q, k, v, out, ref, args, plain, lse, ref_lse);
+      const std::vector<std::int64_t> lengths =
+          n.b == 2 ? std::vector<std::int64_t>{1, n.sk} : std::vector<std::int64_t>{};
+      expect_workspace_run(plan, q, k, v, out, ref, lengths, true, 64);
       const std::vector<float> e = linformer_random_projection(n.proj, n.sk, 5);
       const std::vector<float> f = linformer_random_projection(n.proj, n.sk, 6);
       Mask mask;
@@ -305,33 +324,61 @@ TEST(RunArgs, LinearRunInAWorkspace) {
     options.threads = 2;
     if (c.rope) options.rope = RotaryEmbedding{};
     const AttentionPlan plan = make_plan({c.b, c.hq, c.hkv, c.sq, c.sk, c.d, c.dv}, options);
-    ASSERT_TRUE(plan.qkv_workspace_bytes().has_value());
-    const std::size_t bytes = *plan.qkv_workspace_bytes();
     const OwnedTensor q = make_tensor(c.b, c.hq, c.sq, c.d, testing::Layout::kBSHD, 51);
     const OwnedTensor k = make_tensor(c.b, c.hkv, c.sk, c.d, testing::Layout::kBHSD, 52);
     const OwnedTensor v = make_tensor(c.b, c.hkv, c.sk, c.dv, testing::Layout::kBHSD, 53);
     OwnedTensor out = make_zeros(c.b, c.hq, c.sq, c.dv), ref = make_zeros(c.b, c.hq, c.sq, c.dv);
-    OwnedTensor lse = make_zeros(1, 1, 1, 1), ref_lse = make_zeros(1, 1, 1, 1);  // none asked
-    std::vector<std::byte> storage(bytes + 64, std::byte{0xff});
-    std::byte* aligned =
-        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
-    RunArgs args{.workspace = {aligned, bytes}}, plain;
-    const std::vector<std::int64_t> lengths{1, c.sk};
-    if (c.b == 2) args.key_lengths = plain.key_lengths = lengths;
-    RunArgs short_args = args;
-    short_args.workspace = {aligned, bytes - 64};
-    expect_error([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, short_args); },
-                 "workspace.size()", ErrorKind::kInvalidArgument);
-    for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
-    expect_workspace_run_is_plain(plan, q, k, v, out, ref, args, plain, lse, ref_lse);
+    const std::vector<std::int64_t> lengths =
+        c.b == 2 ? std::vector<std::int64_t>{1, c.sk} : std::vector<std::int64_t>{};
+    expect_workspace_run(plan, q, k, v, out, ref, lengths, false, *plan.qkv_workspace_bytes() - 64);
     Mask mask;
     mask.causal = c.causal;
-    if (c.b == 2) mask.key_lengths = lengths;
+    mask.key_lengths = lengths;
     const std::vector<float> favor =
         c.map == FeatureMap::kFavor ? favor_random_matrix(c.d, c.d, 9) : std::vector<float>{};
     const reference::Result expected =
         reference::linear(q.cview(), k.cview(), v.cview(), c.map, favor, c.d, spec.epsilon, mask,
                           std::nullopt, options.rope);
+    EXPECT_LE(reference::max_relative_error(out.view, expected), 1e-5);
+  }
+}
+
+// A hierarchical run in a caller workspace (the level-0 lse, each pair thread's coarse tokens
+// and its kernel calls' workspace; 0xff bytes first) gives the bits of a run without one and
+// matches the float64 reference: causal and not, RoPE, GQA, key lengths, lse, one and two
+// threads (fewer pairs than threads splits each call; more runs whole pairs per thread), and
+// a length one block covers (level 0 alone, one kernel call in the caller's workspace).
+TEST(RunArgs, HierarchicalRunInAWorkspace) {
+  struct Case {
+    bool causal, rope;
+    int threads;
+    std::int64_t b, hq, hkv, s, d, block;
+  };
+  for (const Case& c :
+       {Case{false, false, 2, 2, 4, 2, 80, 16, 8}, Case{true, true, 2, 1, 3, 1, 77, 4, 4},
+        Case{true, false, 1, 2, 2, 2, 130, 3, 16}, Case{false, true, 2, 1, 2, 1, 6, 8, 8}}) {
+    SCOPED_TRACE(::testing::Message() << "causal " << c.causal << " S " << c.s << " block "
+                                      << c.block << " threads " << c.threads);
+    const HierarchicalSpec spec{.block = c.block};
+    AttentionOptions options;
+    options.variant = spec;
+    options.mask.causal = c.causal;
+    options.threads = c.threads;
+    if (c.rope) options.rope = RotaryEmbedding{};
+    const AttentionPlan plan = make_plan({c.b, c.hq, c.hkv, c.s, c.s, c.d, c.d}, options);
+    const OwnedTensor q = make_tensor(c.b, c.hq, c.s, c.d, testing::Layout::kBSHD, 61);
+    const OwnedTensor k = make_tensor(c.b, c.hkv, c.s, c.d, testing::Layout::kBHSD, 62);
+    const OwnedTensor v = make_tensor(c.b, c.hkv, c.s, c.d, testing::Layout::kBHSD, 63);
+    OwnedTensor out = make_zeros(c.b, c.hq, c.s, c.d), ref = make_zeros(c.b, c.hq, c.s, c.d);
+    const std::vector<std::int64_t> lengths =
+        c.b == 2 ? std::vector<std::int64_t>{c.s - 7, c.s} : std::vector<std::int64_t>{};
+    expect_workspace_run(plan, q, k, v, out, ref, lengths, true, *plan.qkv_workspace_bytes() - 64);
+    Mask mask;
+    mask.causal = c.causal;
+    mask.key_lengths = lengths;
+    const reference::Result expected =
+        reference::hierarchical(q.cview(), k.cview(), v.cview(), spec, mask,
+                                1.0 / std::sqrt(static_cast<double>(c.d)), options.rope);
     EXPECT_LE(reference::max_relative_error(out.view, expected), 1e-5);
   }
 }
@@ -371,11 +418,11 @@ TEST(RunArgs, QkvWorkspaceRefusals) {
       },
       "workspace", ErrorKind::kNotImplemented);
   // Plans whose q/k/v runs take no workspace: nullopt, and a refusal. bf16 precision stages
-  // q, k, v in allocations; hierarchical attention allocates its own scratch.
-  AttentionOptions rounded, hierarchical;
+  // q, k, v in allocations; LSH attention allocates its own scratch.
+  AttentionOptions rounded, lsh;
   rounded.fp32_precision = Fp32Precision::kBf16;
-  hierarchical.variant = HierarchicalSpec{.block = 4};
-  for (const AttentionOptions& options : {rounded, hierarchical}) {
+  lsh.variant = LshSpec{.hashes = 2, .buckets = 4, .chunk_length = 4};
+  for (const AttentionOptions& options : {rounded, lsh}) {
     const AttentionPlan refusing = make_plan({1, 2, 2, 9, 9, 8, 8}, options);
     EXPECT_FALSE(refusing.qkv_workspace_bytes().has_value());
     expect_error(

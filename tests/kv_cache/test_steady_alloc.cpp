@@ -227,8 +227,9 @@ TEST(SteadyDecode, NoHeapAllocationAfterTheFirstStep) {
 // 5000·(64 + 64) = 640000 floats, past the 2^19 budget, on every target) with a global token
 // (a wide row, run on a fully packed copy); causal, GQA, RoPE or ALiBi (whose work items
 // reorder their tiles), key lengths, one and two threads; Linformer (its projections and the
-// dense run over them in one workspace), with RoPE and two threads; and linear attention on
-// its three paths (non-causal, causal segments in waves, causal FAVOR+). The workspace is refilled
+// dense run over them in one workspace), with RoPE and two threads; linear attention on its
+// three paths (non-causal, causal segments in waves, causal FAVOR+); and hierarchical
+// attention (its coarse levels' kernel calls in the pair's share). The workspace is refilled
 // with NaN bytes before every run (stale scratch would show); every run equals the same run without
 // a workspace, bit for bit, and the run without one allocates (the counter sees it where it counts
 // malloc).
@@ -256,7 +257,10 @@ TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
         Case{"linear, 2 threads, key length", Variant::kLinear, false, 2, false, false, 300, 177},
         Case{"linear elu1 causal segments, rope, 2 threads", Variant::kLinear, true, 2, true, false,
              1200},
-        Case{"linear favor causal", Variant::kLinear, true, 1, false, false, 200}}) {
+        Case{"linear favor causal", Variant::kLinear, true, 1, false, false, 200},
+        Case{"hierarchical, rope, key length, 2 threads", Variant::kHierarchical, false, 2, true,
+             false, 700, 650},
+        Case{"hierarchical causal", Variant::kHierarchical, true, 1, false, false, 1000}}) {
     SCOPED_TRACE(c.name);
     AttentionOptions options;
     options.mask.causal = c.causal;
@@ -277,6 +281,7 @@ TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
       }
       options.variant = linear;
     }
+    if (c.variant == Variant::kHierarchical) options.variant = HierarchicalSpec{.block = 32};
     if (c.variant == Variant::kLinformer) {
       LinformerSpec projection;
       projection.proj_len = 96;
@@ -316,7 +321,7 @@ TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
     double largest = 0;  // not all zero; softmax's is a convex combination of values (|v| <= 1)
     for (const float x : out.storage) largest = std::max(largest, std::abs(static_cast<double>(x)));
     EXPECT_GT(largest, 0.0);
-    if (c.variant == Variant::kDense || c.variant == Variant::kSlidingWindow) {  // softmax
+    if (c.variant != Variant::kLinformer && c.variant != Variant::kLinear) {  // softmax
       EXPECT_LE(largest, 1.0);
     }
   }

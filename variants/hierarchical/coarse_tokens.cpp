@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "src/kernel/team_loops.hpp"
+
 namespace seqattn::detail {
 namespace {
 
@@ -16,8 +18,7 @@ void halve_rows(const RowSource& src, const std::int64_t* counts, std::int64_t v
                 const RowTarget& dst, std::int64_t* counts_out, int threads) {
   const std::int64_t out_rows = (src.rows + 1) / 2;
   const bool parallel = threads > 1 && out_rows * src.cols >= kMinParallelFloats;
-#pragma omp parallel for schedule(static) num_threads(threads) if (parallel)
-  for (std::int64_t t = 0; t < out_rows; ++t) {
+  auto halve = [&](std::int64_t t) {
     std::int64_t c[2] = {0, 0};
     const float* row[2] = {nullptr, nullptr};
     for (std::int64_t k = 0; k < 2; ++k) {
@@ -31,7 +32,7 @@ void halve_rows(const RowSource& src, const std::int64_t* counts, std::int64_t v
     float* out = dst.row(t);
     if (total == 0) {
       std::fill(out, out + src.cols, 0.0f);
-      continue;
+      return;
     }
     // Weights as floats: counts are powers of two except at the ends, exact up to 2^24.
     const float w0 = static_cast<float>(c[0]) / static_cast<float>(total);
@@ -47,7 +48,10 @@ void halve_rows(const RowSource& src, const std::int64_t* counts, std::int64_t v
       for (std::int64_t d = 0; d < src.cols; ++d)
         out[d] = w0 * row[0][d * step] + w1 * row[1][d * step];
     }
-  }
+  };
+  // A thread team only when it pays; one thread runs a plain loop (a one-thread OpenMP region
+  // allocates its team, and a steady run in a workspace must not).
+  RunOnTeam(parallel ? threads : 1, [&](const auto& team) { team.for_static(out_rows, halve); });
 }
 
 void write_log_counts(const std::int64_t* counts, std::int64_t rows, float scale,

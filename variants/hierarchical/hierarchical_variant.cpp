@@ -7,26 +7,28 @@
 // within a pair window by window: level 0 over the window's rows, their coarsening, and the
 // coarse attention whose keys are then complete, so each step reads what the one before left
 // in cache (see docs/architecture.md, "Order of work: windows").
-#include <omp.h>
-
 #include <algorithm>
-#include <cmath>
-#include <limits>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <new>
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "src/kernel/flash_attention.hpp"
+#include "src/kernel/scratch_arena.hpp"
 #include "src/kernel/softmax_attention_cost.hpp"
+#include "src/kernel/team_loops.hpp"
 #include "src/runtime/checked_size.hpp"
-#include "src/runtime/positional.hpp"
 #include "src/runtime/scratch_floats.hpp"
 #include "src/runtime/validate.hpp"
-#include "variants/hierarchical/coarse_tokens.hpp"
+#include "src/runtime/workspace.hpp"
 #include "variants/hierarchical/hierarchy.hpp"
+#include "variants/hierarchical/pair_run.hpp"
 #include "variants/registry.hpp"
 
 namespace seqattn::detail {
@@ -34,7 +36,6 @@ namespace {
 
 constexpr std::int64_t kMaxBlock = std::int64_t{1} << 20;
 constexpr std::int64_t kMaxLevels = 40;
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 [[noreturn]] void unsupported(const std::string& option, const std::string& why) {
   refuse_option("hierarchical", option, why, "dense or sliding-window");
@@ -57,418 +58,115 @@ Hierarchy make_hierarchy(const Problem& p, const HierarchicalSpec& s) {
                   16.0 * static_cast<double>(p.seq_k()) *
                       static_cast<double>(resolved_levels(s, p.seq_k()) + 2));
 }
-
-// Scratch floats (ScratchFloats, scratch_floats) are left uninitialised: every element is
-// written before it is read (dummy rows included), and value-initialising them cost a memset
-// and its page faults on every call. Large blocks are huge-page mappings.
-using Floats = ScratchFloats;
-
-// One (batch, kv head)'s coarse tokens and partial results, reused from pair to pair. Keys
-// and values (D + 1 and D_v columns) of level l from row h.key_base[l - 1], in its stored
-// order (LevelLayout); counts in natural order from row natural(l). Per head of the group:
-// query_rows rows of queries, the coarse ones stored like the keys (query_at), or (causal)
-// the current window's fine queries, shared by every level; result_rows rows of results and
-// lse, in schedule order (causal: the window's fine rows, merged into out as each run ends).
-// With RoPE, the current window's rows rotated.
-struct PairScratch {
-  std::int64_t group = 0, dim = 0, dim_v = 0, query_rows = 0, result_rows = 0;
-  std::vector<std::int64_t> natural_at, key_count, query_count;
-  Floats k, v, q, out, lse;
-  // With RoPE: window `window`'s query rows of every head of the group ([group, window_rows,
-  // D]) and its keys ([keys, D]), rotated at their positions (rotate_window).
-  Floats rope_q, rope_k;
-  std::int64_t window_rows = 0;  // the most rows of any window
-  const Level0Window* window = nullptr;
-
-  PairScratch(const Problem& p, const Hierarchy& h)
-      : group(p.group()), dim(p.dim()), dim_v(p.dim_v()) {
-    natural_at.assign(static_cast<size_t>(h.levels + 2), 0);
-    for (std::int64_t l = 1; l <= h.levels; ++l) {
-      natural_at[static_cast<size_t>(l + 1)] =
-          natural(l) + h.layouts[static_cast<size_t>(l - 1)].len;
-    }
-    const std::int64_t coarse = natural(h.levels + 1);
-    const std::int64_t slots = h.key_base[static_cast<size_t>(h.levels)];
-    std::int64_t window_keys = 0;
-    for (const Level0Window& w : h.windows) {
-      window_rows = std::max(window_rows, w.rows);
-      window_keys = std::max(window_keys, w.keys);
-    }
-    query_rows = h.causal ? window_rows : slots;
-    result_rows = h.causal ? window_rows : h.schedule.rows;
-    const std::string what = "hierarchical attention's coarse tokens";
-    key_count = checked_vector<std::int64_t>(coarse, what);
-    query_count = checked_vector<std::int64_t>(coarse, what);
-    k = scratch_floats(checked_product({slots, dim + 1}, "coarse keys"), what);
-    v = scratch_floats(checked_product({slots, dim_v}, "coarse values"), what);
-    q = scratch_floats(checked_product({group, query_rows, dim + 1}, "coarse queries"), what);
-    out = scratch_floats(checked_product({group, result_rows, dim_v}, "coarse results"), what);
-    lse = scratch_floats(group * result_rows, what);
-    if (rope_of(p.positional.get()) == nullptr) return;
-    rope_q = scratch_floats(checked_product({group, window_rows, dim}, "rotated queries"), what);
-    rope_k = scratch_floats(checked_product({window_keys, dim}, "rotated keys"), what);
-  }
-  std::int64_t natural(std::int64_t l) const { return natural_at[static_cast<size_t>(l)]; }
-  float* keys(const Hierarchy& h, std::int64_t l) {
-    return k.data() + h.key_base[static_cast<size_t>(l - 1)] * (dim + 1);
-  }
-  float* values(const Hierarchy& h, std::int64_t l) {
-    return v.data() + h.key_base[static_cast<size_t>(l - 1)] * dim_v;
-  }
-  float* queries(std::int64_t g) { return q.data() + g * query_rows * (dim + 1); }
-};
-
-const std::int64_t* key_positions(const LevelLayout& layout) {
-  return layout.key_position.empty() ? nullptr : layout.key_position.data();
-}
-const std::int64_t* query_positions(const LevelLayout& layout) {
-  return layout.query_position.empty() ? nullptr : layout.query_position.data();
-}
-
-RowSource rows_of(const ConstTensor& t, std::int64_t b, std::int64_t h) {
-  return {t.ptr(b, h, 0), t.shape[2], t.shape[3], t.strides[2], t.strides[3], nullptr};
-}
-
-// Which of a window's rows rotate_window copies: both for level 0 and the coarsening; only the
-// queries for the causal levels above the windows, whose keys are coarse rows already.
-enum class WindowCopies { kQueriesAndKeys, kQueries };
-
-// Makes w the scratch's current window and, with RoPE, rotates its query rows of every head of
-// pair (b, hk) (and its keys) at their positions into s.rope_q (and s.rope_k). Level 0 runs on
-// these copies, so the kernel does not rotate each key again for every query tile that packs
-// it, and level 1 averages the same rotated vectors.
-void rotate_window(const Problem& p, const Level0Window& w, std::int64_t b, std::int64_t hk,
-                   WindowCopies copies, PairScratch& s) {
-  s.window = &w;
-  const RopeTables* rope = rope_of(p.positional.get());
-  if (rope == nullptr) return;
-  const RopeRows& rows = rope->rows();  // built before any kernel (AttentionPlan::run)
-  // Row `item` of the window's copies: the queries of each head, then the keys. Split across
-  // the threads when a call is (fewer pairs than threads), as the kernel's rotation was.
-  const std::int64_t queries = s.group * w.rows;
-  const std::int64_t keys = copies == WindowCopies::kQueriesAndKeys ? w.keys : 0;
-#pragma omp parallel for schedule(static) num_threads(p.threads) if (p.threads > 1)
-  for (std::int64_t item = 0; item < queries + keys; ++item) {
-    if (item < queries) {
-      const std::int64_t g = item / w.rows, r = item % w.rows;
-      rotate_row_at(p.q.ptr(b, hk * s.group + g, w.first_row + r), p.q.strides[3], s.dim, 1.0f,
-                    *rope, rows, RopeSide::kQuery, w.first_row + r,
-                    s.rope_q.data() + (g * s.window_rows + r) * s.dim);
-    } else {
-      const std::int64_t r = item - queries;
-      rotate_row_at(p.k.ptr(b, hk, w.first_key + r), p.k.strides[3], s.dim, 1.0f, *rope, rows,
-                    RopeSide::kKey, w.first_key + r, s.rope_k.data() + r * s.dim);
-    }
-  }
-}
-
-// Rows [first, end) of level 1's source for query head `head` (or, for the keys, kv head
-// `head`) of batch b: the caller's rows, or with RoPE their rotations in the current window's
-// copies.
-RowSource fine_rows(const Problem& p, RopeSide side, std::int64_t b, std::int64_t head,
-                    std::int64_t first, std::int64_t end, const PairScratch& s) {
-  const ConstTensor& t = side == RopeSide::kQuery ? p.q : p.k;
-  if (rope_of(p.positional.get()) == nullptr) return rows_from(rows_of(t, b, head), first, end);
-  const float* base =
-      side == RopeSide::kQuery
-          ? s.rope_q.data() +
-                ((head % s.group) * s.window_rows + first - s.window->first_row) * s.dim
-          : s.rope_k.data() + (first - s.window->first_key) * s.dim;
-  return {base, end - first, s.dim, s.dim, 1, nullptr};
-}
-
-// Level l's keys and values of pair (b, hk) from rows [first, end) of level l - 1 (first
-// even), in the level's stored order; the keys' last column is ln(count)/scale, -inf where no
-// token is.
-void coarsen_key_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t hk,
-                      std::int64_t l, std::int64_t first, std::int64_t end, PairScratch& s) {
-  const LevelLayout& layout = h.layouts[static_cast<size_t>(l - 1)];
-  const std::int64_t len = std::min(p.key_length(b), p.seq_k()), ldk = s.dim + 1;
-  RowSource keys, values;
-  const std::int64_t* counts = nullptr;
-  if (l == 1) {
-    keys = fine_rows(p, RopeSide::kKey, b, hk, first, end, s);
-    values = rows_from(rows_of(p.v, b, hk), first, end);
-  } else {
-    const LevelLayout& below = h.layouts[static_cast<size_t>(l - 2)];
-    const std::int64_t* at = key_positions(below);
-    keys = rows_from({s.keys(h, l - 1), below.len, s.dim, ldk, 1, at}, first, end);
-    values = rows_from({s.values(h, l - 1), below.len, s.dim_v, s.dim_v, 1, at}, first, end);
-    counts = s.key_count.data() + s.natural(l - 1) + first;
-  }
-  const std::int64_t out_first = first / 2, out_rows = (end - first + 1) / 2;
-  const RowTarget k_dst = rows_from(RowTarget{s.keys(h, l), ldk, key_positions(layout)}, out_first);
-  const RowTarget v_dst =
-      rows_from(RowTarget{s.values(h, l), s.dim_v, key_positions(layout)}, out_first);
-  std::int64_t* counts_out = s.key_count.data() + s.natural(l) + out_first;
-  halve_rows(keys, counts, len - first, k_dst, counts_out, p.threads);
-  halve_rows(values, counts, len - first, v_dst, nullptr, p.threads);
-  write_log_counts(counts_out, out_rows, p.scale, k_dst, s.dim);
-  for (std::int64_t t = out_first; t < out_first + out_rows; ++t) {
-    const std::int64_t mirror = layout.key_mirror(t);
-    if (mirror < 0) continue;
-    const std::int64_t at = layout.key_at(t);
-    std::copy_n(s.keys(h, l) + at * ldk, ldk, s.keys(h, l) + mirror * ldk);
-    std::copy_n(s.values(h, l) + at * s.dim_v, s.dim_v, s.values(h, l) + mirror * s.dim_v);
-  }
-}
-
-// Level l's coarse queries of every head of pair (b, hk) from rows [first, end) of level
-// l - 1 (non-causal), stored like the level's keys, with a last column of 1.
-void coarsen_query_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t hk,
-                        std::int64_t l, std::int64_t first, std::int64_t end, PairScratch& s) {
-  const LevelLayout& layout = h.layouts[static_cast<size_t>(l - 1)];
-  const std::int64_t ldq = s.dim + 1, out_first = first / 2, out_rows = (end - first + 1) / 2;
-  for (std::int64_t g = 0; g < s.group; ++g) {
-    const std::int64_t head = hk * s.group + g;
-    RowSource src;
-    const std::int64_t* counts = nullptr;
-    if (l == 1) {
-      src = fine_rows(p, RopeSide::kQuery, b, head, first, end, s);
-    } else {
-      const LevelLayout& below = h.layouts[static_cast<size_t>(l - 2)];
-      src = rows_from({s.queries(g) + h.key_base[static_cast<size_t>(l - 2)] * ldq, below.len,
-                       s.dim, ldq, 1, query_positions(below)},
-                      first, end);
-      counts = s.query_count.data() + s.natural(l - 1) + first;
-    }
-    const RowTarget dst =
-        rows_from(RowTarget{s.queries(g) + h.key_base[static_cast<size_t>(l - 1)] * ldq, ldq,
-                            query_positions(layout)},
-                  out_first);
-    halve_rows(src, counts, h.seq - first, dst, s.query_count.data() + s.natural(l) + out_first,
-               p.threads);
-    write_ones(out_rows, dst, s.dim);
-  }
-}
-
-// Causal: the queries of the pair's heads are window w's fine rows themselves (rotated with
-// RoPE), with a last column of 1.
-void copy_query_rows(const Problem& p, std::int64_t b, std::int64_t hk, const Level0Window& w,
-                     PairScratch& s) {
-  const std::int64_t ldq = s.dim + 1, first = w.first_row, end = w.first_row + w.rows;
-  for (std::int64_t g = 0; g < s.group; ++g) {
-    const RowSource src = fine_rows(p, RopeSide::kQuery, b, hk * s.group + g, first, end, s);
-    float* dst = s.queries(g);
-    for (std::int64_t r = 0; r < src.rows; ++r) {
-      for (std::int64_t d = 0; d < s.dim; ++d)
-        dst[r * ldq + d] = src.base[r * src.row_stride + d * src.col_stride];
-    }
-    write_ones(end - first, RowTarget{dst, ldq, nullptr}, s.dim);
-  }
-}
-
-// Level l of the pair from rows [first, end) of level l - 1: keys and values, and the coarse
-// queries unless causal.
-void coarsen_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t hk,
-                  std::int64_t l, std::int64_t first, std::int64_t end, PairScratch& s) {
-  coarsen_key_rows(p, h, b, hk, l, first, end, s);
-  if (!h.causal) coarsen_query_rows(p, h, b, hk, l, first, end, s);
-}
-
-// Stored key positions of each level that hold no token: zeros scoring -inf (last column).
-// They lie in the slot of a level's last block, which earlier blocks may have used (a ring):
-// written once the last window has coarsened, before any call reads the last block.
-void fill_key_dummies(const Hierarchy& h, PairScratch& s) {
-  for (std::int64_t l = 1; l <= h.levels; ++l) {
-    for (const std::int64_t d : h.layouts[static_cast<size_t>(l - 1)].key_dummies) {
-      float* key = s.keys(h, l) + d * (s.dim + 1);
-      std::fill(key, key + s.dim, 0.0f);
-      key[s.dim] = kNegInf;
-      std::fill_n(s.values(h, l) + d * s.dim_v, s.dim_v, 0.0f);
-    }
-  }
-}
-
-// The flash kernel over one run of rows of s.q (every head of the group) against its keys.
-// Keys standing for no token (past the key length, or dummies) score -inf through their last
-// column, so no key length is set. A run that sees no key (a level of one block) has nothing
-// to add: its rows are left empty (lse = -inf), which the merges skip.
-void attend_coarse(const Problem& p, const CoarseRun& run, PairScratch& s) {
-  const std::int64_t ld = s.dim + 1;
-  if (run.keys == 0) {
-    for (std::int64_t g = 0; g < s.group; ++g) {
-      const std::int64_t first = g * s.result_rows + run.first_row;
-      std::fill_n(s.lse.data() + first, run.rows, kNegInf);
-      std::fill_n(s.out.data() + first * s.dim_v, run.rows * s.dim_v, 0.0f);
-    }
-    return;
-  }
-  Problem c = p;
-  c.workspace = {};  // the caller's is for one top-level call
-  const std::array<std::int64_t, 4> q_strides{0, s.query_rows * ld, ld, 1};
-  c.q = ConstTensor{s.q.data() + run.first_query * ld, {1, s.group, run.rows, ld}, q_strides};
-  c.k = bhsd<const float>(s.k.data() + run.first_key * ld, 1, 1, run.keys, ld);
-  c.v = bhsd<const float>(s.v.data() + run.first_key * s.dim_v, 1, 1, run.keys, s.dim_v);
-  const std::array<std::int64_t, 4> out_strides{0, s.result_rows * s.dim_v, s.dim_v, 1};
-  c.out =
-      Tensor{s.out.data() + run.first_row * s.dim_v, {1, s.group, run.rows, s.dim_v}, out_strides};
-  c.lse = Tensor{s.lse.data() + run.first_row, {1, s.group, run.rows, 1}, {0, s.result_rows, 1, 1}};
-  c.mask = {};
-  c.weights.reset();
-  c.positional.reset();
-  flash_forward(c, run.pattern);
-}
-
-// Non-causal, after every segment ran: each level's result merged with its parent's, from the
-// top down, so that level 1's row holds every coarse level.
-void merge_coarse_levels(const Hierarchy& h, PairScratch& s) {
-  for (std::int64_t l = h.levels - 1; l >= 1; --l) {
-    const std::vector<std::int64_t>& row = h.schedule.row[static_cast<size_t>(l - 1)];
-    const std::vector<std::int64_t>& up = h.schedule.row[static_cast<size_t>(l)];
-    for (std::int64_t g = 0; g < s.group; ++g) {
-      const std::int64_t base = g * s.result_rows;
-      for (size_t t = 0; t < row.size(); ++t) {
-        const std::int64_t r = base + row[t], parent = base + up[t / 2];
-        merge_partial(s.out.data() + r * s.dim_v, 1, s.lse[static_cast<size_t>(r)],
-                      s.out.data() + parent * s.dim_v, s.lse[static_cast<size_t>(parent)], s.dim_v);
-      }
-    }
-  }
-}
-
-// Merges each head's coarse results into its fine rows [first, end) (out and the level-0
-// lse): level 1's merged row (non-causal), or (causal) the result row i - origin of the
-// window's run that just ran.
-void merge_into_rows(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t hk,
-                     std::int64_t first, std::int64_t end, std::int64_t origin,
-                     const PairScratch& s, const Floats& lse0) {
-  const std::int64_t step = p.out.strides[3];
-  const bool parallel = p.threads > 1 && end - first >= 256;
-#pragma omp parallel for schedule(static) num_threads(p.threads) if (parallel)
-  for (std::int64_t i = first; i < end; ++i) {
-    for (std::int64_t g = 0; g < s.group; ++g) {
-      const std::int64_t head = hk * s.group + g;
-      const std::int64_t r = g * s.result_rows + (h.causal ? i - origin : h.schedule.row[0][i / 2]);
-      float& lse = lse0[static_cast<size_t>((b * p.heads_q() + head) * h.seq + i)];
-      merge_partial(p.out.ptr(b, head, i), step, lse, s.out.data() + r * s.dim_v,
-                    s.lse[static_cast<size_t>(r)], s.dim_v);
-    }
-  }
-}
-
-// Level 0 of pair (b, hk) over window w's query rows: the group's query heads against their
-// kv head, out into the caller's rows, lse into lse0. The window's pattern holds the causal
-// cut; the key length counts from the window's first key. With RoPE, q and k are the
-// window's rotated copies (rotate_window).
-void attend_level0(const Problem& p, const Hierarchy& h, const Level0Window& w, std::int64_t b,
-                   std::int64_t hk, const PairScratch& s, const Floats& lse0) {
-  const std::int64_t g = p.group();
-  const std::int64_t key_length =
-      std::clamp<std::int64_t>(p.key_length(b) - w.first_key, 0, w.keys);
-  Problem c = p;
-  c.workspace = {};  // the caller's is for one top-level call
-  if (rope_of(p.positional.get()) != nullptr) {
-    const std::int64_t d = p.dim();
-    c.q = ConstTensor{s.rope_q.data(), {1, g, w.rows, d}, {0, s.window_rows * d, d, 1}};
-    c.k = bhsd<const float>(s.rope_k.data(), 1, 1, w.keys, d);
-    c.positional.reset();
-  } else {
-    c.q = ConstTensor{p.q.ptr(b, hk * g, w.first_row), {1, g, w.rows, p.dim()}, p.q.strides};
-    c.k = ConstTensor{p.k.ptr(b, hk, w.first_key), {1, 1, w.keys, p.dim()}, p.k.strides};
-  }
-  c.v = ConstTensor{p.v.ptr(b, hk, w.first_key), {1, 1, w.keys, p.dim_v()}, p.v.strides};
-  c.out = Tensor{p.out.ptr(b, hk * g, w.first_row), {1, g, w.rows, p.dim_v()}, p.out.strides};
-  c.lse = Tensor{lse0.data() + (b * p.heads_q() + hk * g) * h.seq + w.first_row,
-                 {1, g, w.rows, 1},
-                 {0, h.seq, 1, 1}};
-  c.mask = {};
-  c.mask.key_lengths = std::span<const std::int64_t>(&key_length, 1);
-  flash_forward(c, w.pattern);
-}
-
-// Causal: a run of window w's fine rows against a level, merged into out and lse0.
-void attend_causal_level(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t hk,
-                         const Level0Window& w, const CoarseRun& run, PairScratch& s,
-                         const Floats& lse0) {
-  attend_coarse(p, run, s);
-  const std::int64_t first = w.first_row + run.first_row;
-  merge_into_rows(p, h, b, hk, first, first + run.rows, w.first_row, s, lse0);
-}
-
-// Every level of pair (b, hk), merged into the pair's rows of out and lse0. Level 0 goes
-// window by window; after each window its rows coarsen through h.window_levels levels and
-// the coarse attention that has its keys by then runs (the window's fine rows when causal;
-// the schedule's segment otherwise), while those tokens are in cache. The levels above come
-// from the one below, a pass each, and run after the windows.
-void run_pair(const Problem& p, const Hierarchy& h, std::int64_t b, std::int64_t hk, PairScratch& s,
-              const Floats& lse0) {
-  for (size_t wi = 0; wi < h.windows.size(); ++wi) {
-    const Level0Window& w = h.windows[wi];
-    const std::int64_t end = w.first_row + w.rows;
-    rotate_window(p, w, b, hk, WindowCopies::kQueriesAndKeys, s);
-    attend_level0(p, h, w, b, hk, s, lse0);
-    if (h.causal) copy_query_rows(p, b, hk, w, s);
-    for (std::int64_t l = 1; l <= h.window_levels; ++l)
-      coarsen_rows(p, h, b, hk, l, w.first_row >> (l - 1), level_length(end, l - 1), s);
-    if (wi + 1 == h.windows.size()) fill_key_dummies(h, s);
-    if (!h.causal) {
-      for (const CoarseRun& run : h.schedule.segments[wi]) attend_coarse(p, run, s);
-      continue;
-    }
-    for (const CoarseRun& run : h.causal_windows[wi])
-      attend_causal_level(p, h, b, hk, w, run, s, lse0);
-  }
-  for (std::int64_t l = h.window_levels + 1; l <= h.levels; ++l)
-    coarsen_rows(p, h, b, hk, l, 0, h.layouts[static_cast<size_t>(l - 2)].len, s);
-  if (h.causal) {
-    // The levels above the windows, window by window again: each window's fine queries are
-    // copied a second time (with RoPE, rotated again), O(S·D) against the kernel's O(S·b·D).
-    for (size_t wi = 0; wi < h.windows.size() && h.levels > h.window_levels; ++wi) {
-      const Level0Window& w = h.windows[wi];
-      rotate_window(p, w, b, hk, WindowCopies::kQueries, s);
-      copy_query_rows(p, b, hk, w, s);
-      for (const CoarseRun& run : h.causal_above[wi])
-        attend_causal_level(p, h, b, hk, w, run, s, lse0);
-    }
-    return;
-  }
-  for (const CoarseRun& run : h.schedule.segments.back()) attend_coarse(p, run, s);
-  merge_coarse_levels(h, s);
-  merge_into_rows(p, h, b, hk, 0, h.seq, 0, s, lse0);
-}
-
 // With at least as many (batch, kv head) pairs as threads, each thread runs whole pairs on its
 // own scratch: splitting every call of a pair across the threads instead opened a thread team
 // per kernel call and per merge, and at S <= 2048 two threads were slower than one (the
 // scaling report of 499f4da). With fewer pairs than threads, each call is split. Either way a
 // pair's result is the same bits (the kernel's and the passes' results do not depend on the
-// thread count).
-void run_pairs(const Problem& p, const Hierarchy& h, const Floats& lse0) {
+// thread count). The problem a pair's calls see: p, or p on one thread.
+int pair_team(const Problem& p) {
   const std::int64_t pairs = p.batch() * p.heads_kv();
-  if (p.threads <= 1 || pairs < p.threads) {
-    PairScratch s(p, h);
-    for (std::int64_t pair = 0; pair < pairs; ++pair)
-      run_pair(p, h, pair / p.heads_kv(), pair % p.heads_kv(), s, lse0);
-    return;
-  }
-  Problem serial = p;
-  serial.threads = 1;
-  std::vector<PairScratch> scratch;  // allocated here: nothing may throw inside the region
-  scratch.reserve(static_cast<size_t>(p.threads));
-  for (int t = 0; t < p.threads; ++t) scratch.emplace_back(serial, h);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(p.threads)
-  for (std::int64_t pair = 0; pair < pairs; ++pair) {
-    run_pair(serial, h, pair / p.heads_kv(), pair % p.heads_kv(),
-             scratch[static_cast<size_t>(omp_get_thread_num())], lse0);
-  }
+  return p.threads <= 1 || pairs < p.threads ? 1 : p.threads;
+}
+Problem calls_problem(const Problem& p) {
+  Problem calls = p;
+  if (pair_team(p) > 1) calls.threads = 1;
+  return calls;
 }
 
-void run_hierarchy(const Problem& p, const Hierarchy& h) {
-  if (h.levels == 0) {  // level 0 covers every pair: exact attention
+// The largest workspace any kernel call of a pair needs (calls: calls_problem): every level-0
+// window and every coarse run, counted at full key lengths on the fp32 path. A plan counts it
+// once (its structures keep the kernel's tables).
+std::size_t calls_flash_bytes(const Problem& calls, const Hierarchy& h) {
+  ScratchArena shape;  // counts only: the scratch's extents, no data
+  const PairScratch s(calls, h, 0, shape);
+  std::size_t most = 0;
+  for (const Level0Window& w : h.windows) {
+    most = std::max(most, softmax_workspace_bytes(
+                              level0_call(calls, h, w, 0, 0, s, nullptr, w.keys), w.pattern));
+  }
+  auto runs = [&](const std::vector<CoarseRun>& list) {
+    for (const CoarseRun& run : list) {
+      if (run.keys > 0) {
+        most = std::max(most, softmax_workspace_bytes(coarse_call(calls, run, s), run.pattern));
+      }
+    }
+  };
+  for (const auto& list : h.schedule.segments) runs(list);
+  for (const auto& list : h.causal_windows) runs(list);
+  for (const auto& list : h.causal_above) runs(list);
+  return most;
+}
+
+// A run's scratch, carved in this order for the count and the run: the level-0 lse of every
+// row, then one PairScratch per pair thread (each with its calls' kernel workspace).
+struct HierarchyScratch {
+  float* lse0 = nullptr;
+  PairScratch* pairs = nullptr;
+};
+HierarchyScratch carve_scratch(const Problem& p, const Hierarchy& h, std::size_t flash_bytes,
+                               ScratchArena& arena) {
+  HierarchyScratch s;
+  s.lse0 = arena.take<float>(
+      checked_product({p.batch(), p.heads_q(), h.seq}, "B x H_q x S (level-0 lse)"));
+  s.pairs = carve_objects<PairScratch>(arena, pair_team(p), calls_problem(p), h, flash_bytes);
+  return s;
+}
+
+void run_pairs(const Problem& p, const Hierarchy& h, const HierarchyScratch& s) {
+  const std::int64_t pairs = p.batch() * p.heads_kv();
+  const Problem calls = calls_problem(p);
+  RunOnTeam(pair_team(p), [&](const auto& team) {
+    team.for_dynamic(pairs, [&](std::int64_t pair) {
+      run_pair(calls, h, pair / p.heads_kv(), pair % p.heads_kv(), s.pairs[team.thread()], s.lse0);
+    });
+  });
+}
+
+// flash_bytes: calls_flash_bytes of the run's calls on the fp32 path (a plan's, counted once),
+// or 0 for calls that allocate their own (another compute path).
+void run_hierarchy(const Problem& p, const Hierarchy& h, std::size_t flash_bytes) {
+  if (h.levels == 0) {  // level 0 covers every pair: exact attention (in p's workspace)
     flash_forward(p, h.level0);
     return;
   }
-  const Floats lse0 = scratch_floats(
-      checked_product({p.batch(), p.heads_q(), h.seq}, "B x H_q x S (level-0 lse)"), "lse");
-  run_pairs(p, h, lse0);
+  ScratchArena count;
+  carve_scratch(p, h, flash_bytes, count);
+  // Without a caller's workspace: one block, huge pages from 2 MiB (scratch_floats), 64 bytes
+  // more so that the carving starts on a line (the kernel's workspace must).
+  ScratchFloats owned;
+  std::span<std::byte> range = p.workspace;
+  if (!range.empty()) {
+    check_workspace(range, count.used(),
+                    "AttentionPlan::qkv_workspace_bytes() (hierarchical attention: the level-0 "
+                    "lse, each pair thread's coarse tokens and kernel workspace)");
+  } else {
+    const std::size_t floats = count.used() / 4 + 16;
+    owned = scratch_floats(static_cast<std::int64_t>(floats), "hierarchical attention's scratch");
+    auto* base = reinterpret_cast<std::byte*>(owned.data());
+    const std::size_t skip = (64 - reinterpret_cast<std::uintptr_t>(base) % 64) % 64;
+    range = {base + skip, count.used()};
+  }
+  ScratchArena arena(range.data(), range.size());
+  const HierarchyScratch s = carve_scratch(p, h, flash_bytes, arena);
+  run_pairs(p, h, s);
   if (!p.lse) return;
   for (std::int64_t b = 0; b < p.batch(); ++b) {
     for (std::int64_t hq = 0; hq < p.heads_q(); ++hq) {
       for (std::int64_t i = 0; i < h.seq; ++i)
-        p.lse->at(b, hq, i, 0) = lse0[static_cast<size_t>((b * p.heads_q() + hq) * h.seq + i)];
+        p.lse->at(b, hq, i, 0) = s.lse0[(b * p.heads_q() + hq) * h.seq + i];
     }
   }
+}
+
+// What a run in a workspace needs: level 0 alone is one kernel call over the caller's
+// problem; otherwise the carved scratch.
+std::size_t hierarchy_workspace_bytes(const Problem& p, const Hierarchy& h,
+                                      std::size_t flash_bytes) {
+  if (h.levels == 0) return softmax_workspace_bytes(p, h.level0);
+  ScratchArena count;
+  carve_scratch(p, h, flash_bytes, count);
+  return count.used();
 }
 
 class HierarchicalVariant final : public AttentionVariant {
@@ -510,22 +208,37 @@ class HierarchicalVariant final : public AttentionVariant {
   }
 
   void run(const Problem& p, const VariantSpec& spec) const override {
-    run_hierarchy(p, make_hierarchy(p, std::get<HierarchicalSpec>(spec)));
+    const Hierarchy h = make_hierarchy(p, std::get<HierarchicalSpec>(spec));
+    run_hierarchy(p, h, fp32_calls(p) ? calls_flash_bytes(calls_problem(p), h) : 0);
   }
 
   std::shared_ptr<const PreparedVariant> prepare(const Problem& p,
                                                  const VariantSpec& spec) const override {
-    return std::make_shared<Prepared>(make_hierarchy(p, std::get<HierarchicalSpec>(spec)));
+    return std::make_shared<Prepared>(p, make_hierarchy(p, std::get<HierarchicalSpec>(spec)));
   }
 
  private:
+  // Whether the kernel calls run on the fp32 path, the one their workspace is counted for;
+  // on another (bf16 products) each call allocates its own.
+  static bool fp32_calls(const Problem& p) { return p.compute_path == ComputePath::kFp32; }
+
+  // The plan keeps the structure and its calls' workspace size (counted once: the count
+  // builds each call's kernel tables, which the structures keep).
   class Prepared final : public PreparedVariant {
    public:
-    explicit Prepared(Hierarchy h) : h_(std::move(h)) {}
-    void run(const Problem& p) const override { run_hierarchy(p, h_); }
+    Prepared(const Problem& planned, Hierarchy h)
+        : h_(std::move(h)),
+          flash_bytes_(h_.levels == 0 ? 0 : calls_flash_bytes(calls_problem(planned), h_)) {}
+    void run(const Problem& p) const override {
+      run_hierarchy(p, h_, fp32_calls(p) ? flash_bytes_ : 0);
+    }
+    std::optional<std::size_t> workspace_bytes(const Problem& planned) const override {
+      return hierarchy_workspace_bytes(planned, h_, flash_bytes_);
+    }
 
    private:
     Hierarchy h_;
+    std::size_t flash_bytes_;
   };
 };
 
