@@ -180,10 +180,10 @@ detail::ComputePath path_for(const detail::PlanState& st, bool bf16) {
   return detail::bf16_path_here().path;
 }
 
-// What a caller's workspace can serve in a run over q, k, v: the flash kernel's scratch (dense
-// and sliding window), with f32 views and no weights. Everything else would allocate beside
-// it, so it is refused rather than half honoured. The kernel checks the size for the run's
-// target and key lengths.
+// What a caller's workspace can serve in a run over q, k, v: the variant's scratch (every
+// variant but LSH: PreparedVariant::workspace_bytes), with f32 views and no weights.
+// Everything else would allocate beside it, so it is refused rather than half honoured. The
+// variant checks the size for the run's target and key lengths.
 void check_qkv_workspace(const detail::PlanState& st, std::initializer_list<DType> dtypes,
                          const RunArgs& args) {
   if (args.workspace.empty()) return;

@@ -41,8 +41,9 @@ struct Problem {
   std::optional<Tensor> weights;
   std::optional<Tensor> lse;
   int threads = 1;
-  // The caller's scratch for the top-level flash kernel call (RunArgs::workspace), or empty: the
-  // kernel allocates its own. A variant's sub-problems (copies of the problem) clear it.
+  // The caller's scratch for the top-level call (RunArgs::workspace), or empty: the variant
+  // allocates its own. A variant's sub-problems (copies of the problem) clear it or hand on a
+  // carved part of it (Linformer's dense run, hierarchical attention's kernel calls).
   std::span<std::byte> workspace;
   ComputePath compute_path = ComputePath::kFp32;  // the tile kernel's products
   // RoPE tables and ALiBi slopes (validated, built once per plan); null without either.

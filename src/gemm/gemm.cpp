@@ -50,7 +50,8 @@ constexpr double kPackCostInMacs = 24.0;
 struct GemmGrid {
   std::size_t m = 0, n = 0, mr = 0, nr = 0, tm = 1, tn = 1;
   std::size_t count() const { return tm * tn; }
-  // Rectangle t; an empty one (rows or cols 0) when the tiles do not divide evenly.
+  // Rectangle t. Never empty: split_grid keeps tm <= tiles_m and tn <= tiles_n, so every band
+  // holds at least one tile.
   GemmRect rect(std::size_t t) const {
     const std::size_t tiles_m = (m + mr - 1) / mr, tiles_n = (n + nr - 1) / nr;
     const std::size_t a = t / tn, b = t % tn;
@@ -144,10 +145,8 @@ void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
     return;
   }
 #pragma omp parallel for num_threads(count) schedule(static, 1)
-  for (int t = 0; t < count; ++t) {
-    const GemmRect r = grid.rect(static_cast<std::size_t>(t));
-    if (r.rows > 0 && r.cols > 0) HWY_DYNAMIC_DISPATCH(GemmRectangle)(g, r);
-  }
+  for (int t = 0; t < count; ++t)
+    HWY_DYNAMIC_DISPATCH(GemmRectangle)(g, grid.rect(static_cast<std::size_t>(t)));
 }
 
 GemmBlockingInfo gemm_blocking() { return HWY_DYNAMIC_DISPATCH(TargetBlocking)(); }

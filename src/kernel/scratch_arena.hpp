@@ -10,6 +10,7 @@
 #include <memory>
 #include <new>
 #include <type_traits>
+#include <utility>
 
 namespace seqattn::detail {
 
@@ -41,8 +42,9 @@ class ScratchArena {
 // n elements of T carved from a ScratchArena (null data while the arena only counts): a
 // caller's workspace, one allocation of the run, or an object's own (LinearAttentionState). The
 // part of std::vector's interface the kernels use, without growth; not copyable, since a copy would
-// alias (HeadState::copy_from copies contents). Trivially destructible: arrays of the structs below
-// are carved and constructed in place, never destroyed.
+// alias (HeadState::copy_from copies contents); a move leaves the source empty. Trivially
+// destructible: arrays of structs of them (carve_objects) are carved and constructed in place,
+// never destroyed.
 template <class T>
 class Carved {
  public:
@@ -53,8 +55,13 @@ class Carved {
   }
   Carved(const Carved&) = delete;
   Carved& operator=(const Carved&) = delete;
-  Carved(Carved&&) noexcept = default;
-  Carved& operator=(Carved&&) noexcept = default;
+  Carved(Carved&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  Carved& operator=(Carved&& other) noexcept {
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    return *this;
+  }
 
   T* data() const { return data_; }
   std::size_t size() const { return size_; }

@@ -48,9 +48,9 @@ void expect_workspace_run_is_plain(const AttentionPlan& plan, const OwnedTensor&
 
 // The whole check of a run in a caller workspace: `plan` over q, k, v with key lengths
 // `lengths` (none when empty) and lse when `with_lse`. A workspace of `short_bytes` is refused
-// first (workspace.size()), out untouched; then a run in a workspace of qkv_workspace_bytes()
-// (0xff bytes first) into out writes to it and equals the run without one, into ref, bit for
-// bit (out and lse).
+// first (workspace.size()), out (filled with 7s) untouched; then a run in a workspace of
+// qkv_workspace_bytes() (0xff bytes first) into out writes to it and equals the run without one,
+// into ref, bit for bit (out and lse).
 void expect_workspace_run(const AttentionPlan& plan, const OwnedTensor& q, const OwnedTensor& k,
                           const OwnedTensor& v, OwnedTensor& out, OwnedTensor& ref,
                           std::span<const std::int64_t> lengths, bool with_lse,
@@ -71,9 +71,10 @@ void expect_workspace_run(const AttentionPlan& plan, const OwnedTensor& q, const
   }
   RunArgs short_args = args;
   short_args.workspace = {aligned, short_bytes};
+  std::fill(out.storage.begin(), out.storage.end(), 7.0f);  // no run writes 7 everywhere
   expect_error([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, short_args); },
                "workspace.size()", ErrorKind::kInvalidArgument);
-  for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
+  for (const float x : out.storage) ASSERT_EQ(x, 7.0f) << "a refused run wrote to out";
   expect_workspace_run_is_plain(plan, q, k, v, out, ref, args, plain, lse, ref_lse);
 }
 
@@ -259,13 +260,15 @@ TEST(RunArgs, QkvRunInAWorkspace) {
 // A Linformer run in a caller workspace (the projected K and V, the row copies and the dense
 // kernel's scratch; NaN bytes first) gives the bits of a run without one and matches the
 // float64 reference: odd shapes (S 1, 17, 80; D 3; D_v 17), GQA, strided q, key lengths, lse,
-// RoPE (rotated row copies), two threads; a workspace of one line is an Error.
+// RoPE (rotated row copies), projections on two threads (S_k 300, D 64); a workspace one line
+// short is an Error.
 TEST(RunArgs, LinformerRunInAWorkspace) {
   struct Shape {
     std::int64_t b, hq, hkv, sq, sk, d, dv, proj;
   };
+  // The last shape passes the ~1 MFLOP threshold below which the projections run on one thread.
   for (const Shape& n : {Shape{1, 1, 1, 1, 1, 3, 3, 1}, Shape{2, 4, 2, 17, 80, 16, 17, 33},
-                         Shape{2, 3, 1, 80, 17, 3, 8, 5}}) {
+                         Shape{2, 3, 1, 80, 17, 3, 8, 5}, Shape{2, 4, 2, 40, 300, 64, 64, 64}}) {
     for (const bool rope : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "S_q " << n.sq << " S_k " << n.sk << " rope " << rope);
       LinformerSpec spec;
@@ -284,7 +287,8 @@ TEST(RunArgs, LinformerRunInAWorkspace) {
       OwnedTensor out = make_zeros(n.b, n.hq, n.sq, n.dv), ref = make_zeros(n.b, n.hq, n.sq, n.dv);
       const std::vector<std::int64_t> lengths =
           n.b == 2 ? std::vector<std::int64_t>{1, n.sk} : std::vector<std::int64_t>{};
-      expect_workspace_run(plan, q, k, v, out, ref, lengths, true, 64);
+      expect_workspace_run(plan, q, k, v, out, ref, lengths, true,
+                           *plan.qkv_workspace_bytes() - 64);
       const std::vector<float> e = linformer_random_projection(n.proj, n.sk, 5);
       const std::vector<float> f = linformer_random_projection(n.proj, n.sk, 6);
       Mask mask;
@@ -309,10 +313,14 @@ TEST(RunArgs, LinearRunInAWorkspace) {
     bool causal, rope;
     std::int64_t b, hq, hkv, sq, sk, d, dv;
   };
+  // The last two pass the ~1 MFLOP threshold below which a run takes one thread: FAVOR+ causal
+  // with a state per thread, elu1 causal with two segments per head in one wave.
   for (const Case& c : {Case{FeatureMap::kElu1, false, false, 1, 1, 1, 1, 1, 3, 3},
                         Case{FeatureMap::kRelu, false, true, 2, 3, 1, 80, 17, 4, 8},
                         Case{FeatureMap::kElu1, true, true, 2, 4, 2, 17, 80, 16, 17},
-                        Case{FeatureMap::kFavor, true, false, 2, 3, 1, 33, 33, 3, 8}}) {
+                        Case{FeatureMap::kFavor, true, false, 2, 3, 1, 33, 33, 3, 8},
+                        Case{FeatureMap::kFavor, true, false, 2, 4, 2, 300, 300, 64, 64},
+                        Case{FeatureMap::kElu1, true, true, 2, 2, 1, 600, 600, 32, 32}}) {
     SCOPED_TRACE(::testing::Message() << "map " << static_cast<int>(c.map) << " causal " << c.causal
                                       << " S_q " << c.sq << " S_k " << c.sk);
     LinearSpec spec;

@@ -1,8 +1,8 @@
 // A steady decode loop allocates nothing on the heap after its first step: append one token,
 // run the plan over the cache with a caller workspace, 1000 times; nor does a steady loop of
-// runs over q, k, v (dense and sliding window) in a caller workspace. This program replaces the
-// global operator new (every C++ allocation: vectors, strings, shared pointers) and, outside
-// the sanitizers (whose runtimes own malloc), malloc, calloc, realloc and the aligned
+// runs over q, k, v (every variant that takes a workspace) in a caller workspace. This program
+// replaces the global operator new (every C++ allocation: vectors, strings, shared pointers) and,
+// outside the sanitizers (whose runtimes own malloc), malloc, calloc, realloc and the aligned
 // allocators through glibc's __libc_* entry points (Highway's aligned buffers), and counts
 // calls while a step runs.
 #include <gtest/gtest.h>
@@ -242,6 +242,7 @@ TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
     bool rope, alibi;
     std::int64_t seq;
     std::int64_t key_length = 0;  // > 0: RunArgs::key_lengths
+    bool favor = false;           // linear attention's FAVOR+ map (else elu1)
   };
   constexpr std::int64_t kHeads = 4, kKv = 2, kDim = 64, kRuns = 8;
   for (const Case& c :
@@ -257,7 +258,7 @@ TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
         Case{"linear, 2 threads, key length", Variant::kLinear, false, 2, false, false, 300, 177},
         Case{"linear elu1 causal segments, rope, 2 threads", Variant::kLinear, true, 2, true, false,
              1200},
-        Case{"linear favor causal", Variant::kLinear, true, 1, false, false, 200},
+        Case{"linear favor causal", Variant::kLinear, true, 1, false, false, 200, 0, true},
         Case{"hierarchical, rope, key length, 2 threads", Variant::kHierarchical, false, 2, true,
              false, 700, 650},
         Case{"hierarchical causal", Variant::kHierarchical, true, 1, false, false, 1000}}) {
@@ -276,9 +277,7 @@ TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
     }
     if (c.variant == Variant::kLinear) {
       LinearSpec linear;
-      if (std::string(c.name).find("favor") != std::string::npos) {
-        linear.feature_map = FeatureMap::kFavor;
-      }
+      if (c.favor) linear.feature_map = FeatureMap::kFavor;
       options.variant = linear;
     }
     if (c.variant == Variant::kHierarchical) options.variant = HierarchicalSpec{.block = 32};

@@ -16,6 +16,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "src/runtime/scratch_floats.hpp"
 #include "src/runtime/validate.hpp"
 #include "src/runtime/workspace.hpp"
+#include "src/simd/highway_target.hpp"
 #include "variants/hierarchical/hierarchy.hpp"
 #include "variants/hierarchical/pair_run.hpp"
 #include "variants/registry.hpp"
@@ -222,23 +224,33 @@ class HierarchicalVariant final : public AttentionVariant {
   // on another (bf16 products) each call allocates its own.
   static bool fp32_calls(const Problem& p) { return p.compute_path == ComputePath::kFp32; }
 
-  // The plan keeps the structure and its calls' workspace size (counted once: the count
-  // builds each call's kernel tables, which the structures keep).
+  // The plan keeps the structure and its calls' workspace size (counted once for the SIMD
+  // target dispatched then: the count builds each call's kernel tables, which the structures
+  // keep). A run on another target (a test forcing one) counts again: a call short of its
+  // workspace would throw inside the pairs' thread team.
   class Prepared final : public PreparedVariant {
    public:
     Prepared(const Problem& planned, Hierarchy h)
         : h_(std::move(h)),
-          flash_bytes_(h_.levels == 0 ? 0 : calls_flash_bytes(calls_problem(planned), h_)) {}
+          flash_bytes_(h_.levels == 0 ? 0 : calls_flash_bytes(calls_problem(planned), h_)),
+          target_(simd::backend_target_name()) {}
     void run(const Problem& p) const override {
-      run_hierarchy(p, h_, fp32_calls(p) ? flash_bytes_ : 0);
+      if (!fp32_calls(p) || h_.levels == 0) return run_hierarchy(p, h_, 0);
+      const bool same_target = simd::backend_target_name() == target_;
+      run_hierarchy(p, h_, same_target ? flash_bytes_ : calls_flash_bytes(calls_problem(p), h_));
     }
     std::optional<std::size_t> workspace_bytes(const Problem& planned) const override {
-      return hierarchy_workspace_bytes(planned, h_, flash_bytes_);
+      const bool same_target = simd::backend_target_name() == target_;
+      return hierarchy_workspace_bytes(planned, h_,
+                                       same_target || h_.levels == 0
+                                           ? flash_bytes_
+                                           : calls_flash_bytes(calls_problem(planned), h_));
     }
 
    private:
     Hierarchy h_;
     std::size_t flash_bytes_;
+    std::string_view target_;  // interned for the process's life
   };
 };
 

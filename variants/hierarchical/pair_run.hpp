@@ -80,8 +80,6 @@ struct PairScratch {
   std::span<std::byte> flash_workspace() const { return {flash.data(), flash.size()}; }
 };
 
-// base + offset, or null while counting (no data yet: a plan's problem, a counting arena).
-
 // The kernel's call over one run of rows of s.q (every head of the group) against its keys, in
 // the pair's kernel workspace. Keys standing for no token (past the key length, or dummies)
 // score -inf through their last column, so no key length is set. Built for the run and, with

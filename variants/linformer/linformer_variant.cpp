@@ -2,7 +2,6 @@
 // dense attention over the proj_len projected keys through the dense variant's own kernel.
 // RoPE rotates each key at its position on its way into the projection (the copy the GEMM
 // reads) and each query in the dense kernel: score (i, r) = (R_i q_i) · Σ_j E[r, j] R_j k_j.
-#include <omp.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -17,6 +16,7 @@
 #include "src/gemm/gemm.hpp"
 #include "src/kernel/flash_attention.hpp"
 #include "src/kernel/scratch_arena.hpp"
+#include "src/kernel/team_loops.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/validate.hpp"
 #include "src/runtime/workspace.hpp"
@@ -261,17 +261,12 @@ class LinformerVariant final : public AttentionVariant {
       project(proj.e, p.k, b, h, len, rope, gather, s.kp + t * k * p.dim());
       project(proj.f, p.v, b, h, len, nullptr, gather, s.vp + t * k * p.dim_v());
     };
-    // One thread runs a plain loop: libgomp allocates a team for every region it enters.
-    if (s.team <= 1) {
-      for (std::int64_t t = 0; t < tasks; ++t) task(s.gathers, t);
-    } else {
-#pragma omp parallel num_threads(s.team)
-      {
-        float* gather = s.gathers + omp_get_thread_num() * s.gather_floats;
-#pragma omp for schedule(dynamic, 1)
-        for (std::int64_t t = 0; t < tasks; ++t) task(gather, t);
-      }
-    }
+    // One thread (or a run inside a caller's parallel region) runs plain loops: libgomp
+    // allocates a team for every region it enters.
+    RunOnTeam(s.team, [&](const auto& team) {
+      float* gather = s.gathers + team.thread() * s.gather_floats;
+      team.for_dynamic(tasks, [&](std::int64_t t) { task(gather, t); });
+    });
     Problem projected = projected_problem(p, k, s.kp, s.vp, queries);
     if (given) projected.workspace = scratch.bytes().subspan(count.used());
     softmax_forward(projected, keys);
