@@ -26,6 +26,7 @@
 #include "src/kernel/block_mask.hpp"
 #include "src/kernel/scratch_arena.hpp"
 #include "src/kernel/team_loops.hpp"
+#include "src/kernel/tile_order.hpp"
 #include "src/kernel/tile_visibility.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/workspace.hpp"

@@ -2,7 +2,8 @@
 // pair by pair on odd grids: every key a row may see lies in a tile its query tile visits
 // (nothing hidden is skipped), a run marked full hides no key from any row of its query tile
 // (the kernel skips the element rule there), and the runs of a query tile are increasing and
-// disjoint (the kernel's visiting order, which fixes the floating-point result).
+// disjoint (the kernel's visiting order, which fixes the floating-point result); and ALiBi's
+// nearest-tile-first reorder of that order (src/kernel/tile_order.hpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "src/kernel/block_mask.hpp"
+#include "src/kernel/tile_order.hpp"
 
 namespace {
 
@@ -175,6 +177,45 @@ TEST(BlockMask, BandMiddleIsFull) {
     (run->full ? full : partial) += run->last - run->first;
   EXPECT_EQ(full, 7);     // tiles 29..35: keys 1856..2303, seen by every row
   EXPECT_EQ(partial, 2);  // tiles 28 and 36: keys 1792.. and ..2367, not seen by every row
+}
+
+// ALiBi's reorder of a work item's tiles is std::stable_sort's order by distance from the
+// diagonal (the kernel's result depends on the order, and the merge replaced the sort so that a
+// run allocates nothing): random increasing tile lists with gaps, tile widths 1..64, diagonals
+// before, inside and past the tiles, ties included (two tiles at the same distance on either
+// side, and the tile holding the diagonal at 0).
+TEST(TileOrder, NearestFirstIsStableSortByDistance) {
+  struct Tile {
+    std::int64_t tile = 0;
+    bool full = false;
+  };
+  std::mt19937_64 rng(7);
+  int compared = 0, with_ties = 0;
+  for (int round = 0; round < 2000; ++round) {
+    const std::int64_t width = std::int64_t{1} << (rng() % 7);
+    std::vector<Tile> tiles;
+    for (std::int64_t kt = 0; kt < 40; ++kt) {
+      if (rng() % 3 != 0) tiles.push_back({kt, rng() % 2 == 0});  // gaps: skipped tiles
+    }
+    const auto diagonal = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(44 * width));
+    std::vector<Tile> merged(tiles.size()), sorted = tiles;
+    seqattn::detail::nearest_tiles_first(tiles.data(), tiles.size(), width, diagonal,
+                                         merged.data());
+    auto distance = [&](const Tile& t) {
+      return seqattn::detail::tile_distance(t.tile, width, diagonal);
+    };
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [&](const Tile& a, const Tile& b) { return distance(a) < distance(b); });
+    for (size_t i = 0; i < tiles.size(); ++i) {
+      ASSERT_EQ(merged[i].tile, sorted[i].tile) << "round " << round << ", position " << i;
+      ASSERT_EQ(merged[i].full, sorted[i].full);
+    }
+    for (size_t i = 1; i < sorted.size(); ++i)
+      with_ties += distance(sorted[i]) == distance(sorted[i - 1]);
+    compared += static_cast<int>(tiles.size());
+  }
+  EXPECT_GT(with_ties, 100);  // the tie rule was exercised
+  EXPECT_GT(compared, 40000);
 }
 
 }  // namespace
