@@ -46,36 +46,54 @@ void expect_workspace_run_is_plain(const AttentionPlan& plan, const OwnedTensor&
   EXPECT_TRUE(same_bits(lse, ref_lse));
 }
 
-// The whole check of a run in a caller workspace: `plan` over q, k, v with key lengths
-// `lengths` (none when empty) and lse when `with_lse`. A workspace of `short_bytes` is refused
-// first (workspace.size()), out (filled with 7s) untouched; then a run in a workspace of
-// qkv_workspace_bytes() (0xff bytes first) into out writes to it and equals the run without one,
-// into ref, bit for bit (out and lse).
-void expect_workspace_run(const AttentionPlan& plan, const OwnedTensor& q, const OwnedTensor& k,
-                          const OwnedTensor& v, OwnedTensor& out, OwnedTensor& ref,
-                          std::span<const std::int64_t> lengths, bool with_lse,
-                          std::size_t short_bytes) {
-  ASSERT_TRUE(plan.qkv_workspace_bytes().has_value());
+// A run in a caller workspace, checked whole: inputs of the plan's shape (q strided, BSHD;
+// seeds seed, seed + 1, seed + 2), key lengths {first_length, S_k} when B = 2, and lse when
+// `with_lse`. A workspace one line short is refused first (workspace.size()), out (filled with
+// 7s) untouched; then a run in a workspace of qkv_workspace_bytes() (0xff bytes first) writes
+// to it and equals the run without one bit for bit (out and lse). Returns the inputs and out
+// for the comparison with the reference.
+struct WorkspaceRun {
+  OwnedTensor q, k, v, out;
+  std::vector<std::int64_t> lengths;
+};
+WorkspaceRun expect_workspace_run(const AttentionPlan& plan, std::uint32_t seed,
+                                  std::int64_t first_length, bool with_lse) {
+  const AttentionShape& s = plan.shape();
+  WorkspaceRun r{
+      make_tensor(s.batch, s.heads_q, s.seq_q, s.dim, testing::Layout::kBSHD, seed),
+      make_tensor(s.batch, s.heads_kv, s.seq_k, s.dim, testing::Layout::kBHSD, seed + 1),
+      make_tensor(s.batch, s.heads_kv, s.seq_k, s.dim_v, testing::Layout::kBHSD, seed + 2),
+      make_zeros(s.batch, s.heads_q, s.seq_q, s.dim_v),
+      {}};
+  if (s.batch == 2) r.lengths = {first_length, s.seq_k};
+  EXPECT_TRUE(plan.qkv_workspace_bytes().has_value());
+  if (!plan.qkv_workspace_bytes()) return r;
   const std::size_t bytes = *plan.qkv_workspace_bytes();
-  const auto& shape = out.view.shape;
-  OwnedTensor lse = make_zeros(shape[0], shape[1], shape[2], 1),
-              ref_lse = make_zeros(shape[0], shape[1], shape[2], 1);
+  OwnedTensor ref = make_zeros(s.batch, s.heads_q, s.seq_q, s.dim_v);
+  OwnedTensor lse = make_zeros(s.batch, s.heads_q, s.seq_q, 1),
+              ref_lse = make_zeros(s.batch, s.heads_q, s.seq_q, 1);
   std::vector<std::byte> storage(bytes + 64, std::byte{0xff});
   std::byte* aligned =
       storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
-  RunArgs args{.key_lengths = lengths, .workspace = {aligned, bytes}};
-  RunArgs plain{.key_lengths = lengths};
+  RunArgs args{.key_lengths = r.lengths, .workspace = {aligned, bytes}};
+  RunArgs plain{.key_lengths = r.lengths};
   if (with_lse) {
     args.lse = lse.view;
     plain.lse = ref_lse.view;
   }
   RunArgs short_args = args;
-  short_args.workspace = {aligned, short_bytes};
-  std::fill(out.storage.begin(), out.storage.end(), 7.0f);  // no run writes 7 everywhere
-  expect_error([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, short_args); },
+  short_args.workspace = {aligned, bytes - 64};
+  std::fill(r.out.storage.begin(), r.out.storage.end(), 7.0f);  // no run writes 7 everywhere
+  expect_error([&] { plan.run(r.q.cview(), r.k.cview(), r.v.cview(), r.out.view, short_args); },
                "workspace.size()", ErrorKind::kInvalidArgument);
-  for (const float x : out.storage) ASSERT_EQ(x, 7.0f) << "a refused run wrote to out";
-  expect_workspace_run_is_plain(plan, q, k, v, out, ref, args, plain, lse, ref_lse);
+  for (const float x : r.out.storage) {
+    if (x != 7.0f) {
+      ADD_FAILURE() << "a refused run wrote to out";
+      break;
+    }
+  }
+  expect_workspace_run_is_plain(plan, r.q, r.k, r.v, r.out, ref, args, plain, lse, ref_lse);
+  return r;
 }
 
 // Every row that takes key lengths: one plan, three sets of lengths (and none), each run
@@ -281,23 +299,16 @@ TEST(RunArgs, LinformerRunInAWorkspace) {
       rotary.dims = n.d % 2 == 0 ? 0 : n.d - 1;  // an odd D rotates its first D - 1
       if (rope) options.rope = rotary;
       const AttentionPlan plan = make_plan({n.b, n.hq, n.hkv, n.sq, n.sk, n.d, n.dv}, options);
-      const OwnedTensor q = make_tensor(n.b, n.hq, n.sq, n.d, testing::Layout::kBSHD, 41);
-      const OwnedTensor k = make_tensor(n.b, n.hkv, n.sk, n.d, testing::Layout::kBHSD, 42);
-      const OwnedTensor v = make_tensor(n.b, n.hkv, n.sk, n.dv, testing::Layout::kBHSD, 43);
-      OwnedTensor out = make_zeros(n.b, n.hq, n.sq, n.dv), ref = make_zeros(n.b, n.hq, n.sq, n.dv);
-      const std::vector<std::int64_t> lengths =
-          n.b == 2 ? std::vector<std::int64_t>{1, n.sk} : std::vector<std::int64_t>{};
-      expect_workspace_run(plan, q, k, v, out, ref, lengths, true,
-                           *plan.qkv_workspace_bytes() - 64);
+      const WorkspaceRun r = expect_workspace_run(plan, 41, 1, true);
       const std::vector<float> e = linformer_random_projection(n.proj, n.sk, 5);
       const std::vector<float> f = linformer_random_projection(n.proj, n.sk, 6);
       Mask mask;
-      if (n.b == 2) mask.key_lengths = lengths;
+      mask.key_lengths = r.lengths;
       const reference::Result expected =
-          reference::linformer(q.cview(), k.cview(), v.cview(), {e.data(), n.proj, n.sk, n.sk},
-                               {f.data(), n.proj, n.sk, n.sk}, mask,
+          reference::linformer(r.q.cview(), r.k.cview(), r.v.cview(),
+                               {e.data(), n.proj, n.sk, n.sk}, {f.data(), n.proj, n.sk, n.sk}, mask,
                                1.0 / std::sqrt(static_cast<double>(n.d)), options.rope);
-      EXPECT_LE(reference::max_relative_error(out.view, expected), 1e-5);
+      EXPECT_LE(reference::max_relative_error(r.out.view, expected), 1e-5);
     }
   }
 }
@@ -332,22 +343,16 @@ TEST(RunArgs, LinearRunInAWorkspace) {
     options.threads = 2;
     if (c.rope) options.rope = RotaryEmbedding{};
     const AttentionPlan plan = make_plan({c.b, c.hq, c.hkv, c.sq, c.sk, c.d, c.dv}, options);
-    const OwnedTensor q = make_tensor(c.b, c.hq, c.sq, c.d, testing::Layout::kBSHD, 51);
-    const OwnedTensor k = make_tensor(c.b, c.hkv, c.sk, c.d, testing::Layout::kBHSD, 52);
-    const OwnedTensor v = make_tensor(c.b, c.hkv, c.sk, c.dv, testing::Layout::kBHSD, 53);
-    OwnedTensor out = make_zeros(c.b, c.hq, c.sq, c.dv), ref = make_zeros(c.b, c.hq, c.sq, c.dv);
-    const std::vector<std::int64_t> lengths =
-        c.b == 2 ? std::vector<std::int64_t>{1, c.sk} : std::vector<std::int64_t>{};
-    expect_workspace_run(plan, q, k, v, out, ref, lengths, false, *plan.qkv_workspace_bytes() - 64);
+    const WorkspaceRun r = expect_workspace_run(plan, 51, 1, false);
     Mask mask;
     mask.causal = c.causal;
-    mask.key_lengths = lengths;
+    mask.key_lengths = r.lengths;
     const std::vector<float> favor =
         c.map == FeatureMap::kFavor ? favor_random_matrix(c.d, c.d, 9) : std::vector<float>{};
     const reference::Result expected =
-        reference::linear(q.cview(), k.cview(), v.cview(), c.map, favor, c.d, spec.epsilon, mask,
-                          std::nullopt, options.rope);
-    EXPECT_LE(reference::max_relative_error(out.view, expected), 1e-5);
+        reference::linear(r.q.cview(), r.k.cview(), r.v.cview(), c.map, favor, c.d, spec.epsilon,
+                          mask, std::nullopt, options.rope);
+    EXPECT_LE(reference::max_relative_error(r.out.view, expected), 1e-5);
   }
 }
 
@@ -374,20 +379,14 @@ TEST(RunArgs, HierarchicalRunInAWorkspace) {
     options.threads = c.threads;
     if (c.rope) options.rope = RotaryEmbedding{};
     const AttentionPlan plan = make_plan({c.b, c.hq, c.hkv, c.s, c.s, c.d, c.d}, options);
-    const OwnedTensor q = make_tensor(c.b, c.hq, c.s, c.d, testing::Layout::kBSHD, 61);
-    const OwnedTensor k = make_tensor(c.b, c.hkv, c.s, c.d, testing::Layout::kBHSD, 62);
-    const OwnedTensor v = make_tensor(c.b, c.hkv, c.s, c.d, testing::Layout::kBHSD, 63);
-    OwnedTensor out = make_zeros(c.b, c.hq, c.s, c.d), ref = make_zeros(c.b, c.hq, c.s, c.d);
-    const std::vector<std::int64_t> lengths =
-        c.b == 2 ? std::vector<std::int64_t>{c.s - 7, c.s} : std::vector<std::int64_t>{};
-    expect_workspace_run(plan, q, k, v, out, ref, lengths, true, *plan.qkv_workspace_bytes() - 64);
+    const WorkspaceRun r = expect_workspace_run(plan, 61, c.s - 7, true);
     Mask mask;
     mask.causal = c.causal;
-    mask.key_lengths = lengths;
+    mask.key_lengths = r.lengths;
     const reference::Result expected =
-        reference::hierarchical(q.cview(), k.cview(), v.cview(), spec, mask,
+        reference::hierarchical(r.q.cview(), r.k.cview(), r.v.cview(), spec, mask,
                                 1.0 / std::sqrt(static_cast<double>(c.d)), options.rope);
-    EXPECT_LE(reference::max_relative_error(out.view, expected), 1e-5);
+    EXPECT_LE(reference::max_relative_error(r.out.view, expected), 1e-5);
   }
 }
 

@@ -232,12 +232,18 @@ class LinformerVariant final : public AttentionVariant {
     return projected;
   }
 
+  // The dense kernel's scratch over the projected keys, after the run's own part.
+  static std::size_t dense_bytes(const Problem& p, std::int64_t k, const AllKeys& keys,
+                                 const std::shared_ptr<const PositionalTables>& queries) {
+    return softmax_workspace_bytes(projected_problem(p, k, nullptr, nullptr, queries), keys);
+  }
+
+  // What a run in a workspace carves: its own part for any views, then the dense kernel's.
   static std::size_t scratch_bytes(const Problem& p, std::int64_t k, const AllKeys& keys,
                                    const std::shared_ptr<const PositionalTables>& queries) {
     ScratchArena count;
     carve(p, k, /*any_layout=*/true, count);
-    return count.used() +
-           softmax_workspace_bytes(projected_problem(p, k, nullptr, nullptr, queries), keys);
+    return count.used() + dense_bytes(p, k, keys, queries);
   }
 
   static void run_projected(const Problem& p, const Projections& proj, const AllKeys& keys,
@@ -249,10 +255,11 @@ class LinformerVariant final : public AttentionVariant {
     // Every allocation happens here, outside the region (an exception may not leave one): in
     // the caller's workspace (checked, whole, before anything is written), or one of our own
     // for the projections while the dense kernel allocates its own scratch.
-    const RunScratch scratch(p.workspace, given ? scratch_bytes(p, k, keys, queries) : 0,
-                             count.used(),
-                             "AttentionPlan::qkv_workspace_bytes() (Linformer: projected K and "
-                             "V, row copies and the dense kernel's scratch)");
+    // With a workspace, `count` is scratch_bytes()'s own part (any_layout).
+    const RunScratch scratch(
+        p.workspace, given ? count.used() + dense_bytes(p, k, keys, queries) : 0, count.used(),
+        "AttentionPlan::qkv_workspace_bytes() (Linformer: projected K and "
+        "V, row copies and the dense kernel's scratch)");
     ScratchArena arena(scratch.data(), scratch.size());
     const Scratch s = carve(p, k, given, arena);
     const RopeTables* rope = rope_of(p.positional.get());
