@@ -68,11 +68,12 @@ struct RunArgs {
   // Scratch of the run: at least workspace_bytes() over a cache, qkv_workspace_bytes() over
   // q, k, v; 64-byte aligned; one per concurrent run.
   // Empty = the run allocates it. Over a KvCache or a PagedKvCache, any variant that runs there.
-  // Over q, k, v: every variant but LSH, with f32 views, fp32_precision ieee and no weights
-  // (the packed K/V tiles and each thread's scratch; Linformer's projected K and V before them;
+  // Over q, k, v: every variant, with f32 views, fp32_precision ieee and no weights (the
+  // packed K/V tiles and each thread's scratch; Linformer's projected K and V before them;
   // linear attention's per-thread buffers and states; hierarchical attention's coarse tokens
-  // and its kernel calls' scratch); LSH attention, half views, bf16 precision and weights
-  // allocate beside it and refuse a workspace (kNotImplemented).
+  // and its kernel calls' scratch; LSH attention's hashes, sorted slots, accumulators and its
+  // kernel calls' scratch); half views, bf16 precision and weights allocate beside it and
+  // refuse a workspace (kNotImplemented).
   std::span<std::byte> workspace{};
 };
 
@@ -92,8 +93,8 @@ class AttentionPlan {
   // fp32 path (the plan builds the tile tables it needs now and keeps them). With it, a steady
   // prefill loop allocates nothing after its first run (which builds the RoPE rows and the
   // thread team; tests/kv_cache/test_steady_alloc.cpp counts). nullopt: this plan's runs over
-  // q, k, v take no workspace (every variant but LSH does, with fp32_precision ieee; its runs
-  // then need f32 views and no weights, RunArgs::workspace).
+  // q, k, v take no workspace (fp32_precision bf16; with ieee every variant takes one, and
+  // its runs then need f32 views and no weights, RunArgs::workspace).
   std::optional<std::size_t> qkv_workspace_bytes() const;
 
   // Attention over q, k, v (shapes as planned; any strides; out must not overlap an input).

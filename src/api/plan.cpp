@@ -180,8 +180,8 @@ detail::ComputePath path_for(const detail::PlanState& st, bool bf16) {
   return detail::bf16_path_here().path;
 }
 
-// What a caller's workspace can serve in a run over q, k, v: the variant's scratch (every
-// variant but LSH: PreparedVariant::workspace_bytes), with f32 views and no weights.
+// What a caller's workspace can serve in a run over q, k, v: the variant's scratch
+// (PreparedVariant::workspace_bytes, which every variant reports), with f32 views and no weights.
 // Everything else would allocate beside it, so it is refused rather than half honoured. The
 // variant checks the size for the run's target and key lengths.
 void check_qkv_workspace(const detail::PlanState& st, std::initializer_list<DType> dtypes,
@@ -198,7 +198,8 @@ void check_qkv_workspace(const detail::PlanState& st, std::initializer_list<DTyp
     throw Error(ErrorKind::kNotImplemented, "workspace",
                 "empty for a " + std::string(to_string(st.id)) + " run over q, k and v", given,
                 "this variant allocates its own scratch; a caller workspace serves runs over "
-                "q, k, v of every variant but LSH, and runs over a KvCache or PagedKvCache");
+                "q, k, v of the variants whose plans report qkv_workspace_bytes(), and runs "
+                "over a KvCache or PagedKvCache");
   }
   if (args.weights) {
     throw Error(ErrorKind::kNotImplemented, "workspace", "empty when weights are asked for", given,

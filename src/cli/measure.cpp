@@ -168,7 +168,7 @@ Timing time_attend(Workload& w, const AttentionOptions& options, int warmup, int
   const Shape& s = w.shape;
   const AttentionPlan plan =
       make_plan({s.batch, s.heads, s.kv_heads, s.seq, s.seq, s.dim, s.dim_v}, options);
-  // The plan's workspace where it takes one (every variant but LSH, over f32 views), held as a
+  // The plan's workspace where it takes one (every variant, over f32 views), held as a
   // serving loop would hold it: the timed runs then allocate nothing.
   const bool f32 = s.dtype == DType::kF32 && s.kv_dtype == DType::kF32 &&
                    options.fp32_precision != Fp32Precision::kBf16;

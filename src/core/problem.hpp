@@ -21,13 +21,31 @@ struct PositionalTables;  // runtime/positional.hpp
 // (tests only: the same packing, tiling and rounding as AMX on any CPU).
 enum class ComputePath { kFp32, kAmxBf16, kAvx512Bf16, kAmxEmulated };
 
+// Rules on single keys for a problem whose rows and keys the variant reordered (LSH
+// attention's slots sorted by bucket), so that the causal rule, which compares indices, cannot
+// express them. Per call data, as the key lengths are: the structure (block_mask.hpp) keeps only
+// what every call of its shape shares, so that its tables are built once.
+// - excluded_offset >= 0: row i never sees key i + excluded_offset (its own position: LSH's
+//   shared-QK keys are the queries). One key per row, hidden after the tile's masking, so
+//   full tiles stay on the vector path.
+// - positions (query, key non-null): row i of query head h sees key j of kv head h / group
+//   only where key[hk·S_k + j] <= query[h·S_q + i] (causal over the original positions).
+//   Every tile then takes the element path.
+struct SlotRule {
+  std::int64_t excluded_offset = -1;
+  const std::int32_t* query = nullptr;  // [H_q · S_q] positions of the rows
+  const std::int32_t* key = nullptr;    // [H_kv · S_k] positions of the keys
+};
+
 // Which keys each query of one call may see: the plan's causal flag and the run's key
-// lengths, keep mask and bias (RunArgs), referenced for the call's duration.
+// lengths, keep mask and bias (RunArgs), referenced for the call's duration; a variant's
+// sub-problem may add slot rules.
 struct ProblemMask {
   bool causal = false;
   std::span<const std::int64_t> key_lengths;  // empty = all S_k keys
   std::optional<TensorView<const std::uint8_t>> keep;
   std::optional<ConstTensor> bias;
+  const SlotRule* slots = nullptr;  // none unless a variant reordered rows and keys
 };
 
 // A fully validated problem. Shapes are consistent, out overlaps no input, key lengths are

@@ -54,21 +54,6 @@ struct BlockMask {
   }
 };
 
-// Rules on single keys that a structure adds to its ranges, for a problem whose rows and keys
-// the variant reordered (LSH attention's slots sorted by bucket), so that the problem's own
-// causal rule, which compares indices, cannot express them:
-// - excluded_offset >= 0: row i never sees key i + excluded_offset (its own position: LSH's
-//   shared-QK keys are the queries). One key per row, hidden after the tile's masking, so
-//   full tiles stay on the vector path.
-// - positions (query, key non-null): row i of query head h sees key j of kv head h / group
-//   only where key[hk·S_k + j] <= query[h·S_q + i] (causal over the original positions).
-//   Every tile then takes the element path.
-struct SlotRule {
-  std::int64_t excluded_offset = -1;
-  const std::int32_t* query = nullptr;  // [H_q · S_q] positions of the rows
-  const std::int32_t* key = nullptr;    // [H_kv · S_k] positions of the keys
-};
-
 // What the kernel derives from a structure alone, whatever the run's data: the rows as an
 // array (when the structure stores none) and a flag per key that is a column ([S_k], empty
 // without columns).
@@ -88,10 +73,9 @@ struct GridTables {
 // The tables of one structure. A fixed structure's (KeyStructure::fixed) are built on first use
 // and kept: a plan's structure meets one grid per SIMD target and compute path, so a steady loop
 // of runs builds nothing (and allocates nothing) after its first; handing out a kept table is a
-// shared_ptr copy. Thread-safe: concurrent runs of one plan share it. Any other structure's are
-// built afresh on every request (LSH's windows change their rows in place between segments: a
-// kept mask would skip keys). A copy or an assignment starts empty (the tables are derived,
-// not state).
+// shared_ptr copy. Thread-safe: concurrent runs of one plan share it. Any other structure's (one
+// changed in place between runs) are built afresh on every request: a kept mask would skip keys. A
+// copy or an assignment starts empty (the tables are derived, not state).
 class KeyStructure;
 
 class StructureTables {
@@ -151,9 +135,6 @@ class KeyStructure {
   // tiles (FlashRun's banded path) and runs the query tiles holding a wide row on a full copy.
   // 0: rows may see any number of keys (dense); every key is packed up front.
   virtual std::int64_t local_width() const { return 0; }
-
-  // Key rules beyond the ranges (see SlotRule); none by default.
-  virtual const SlotRule* slot_rule() const { return nullptr; }
 
   // The visiting plan for the kernel's grid. The default derives it from row_keys and
   // columns (O(S_q + query tiles · columns)); a variant with a cheaper closed form overrides.

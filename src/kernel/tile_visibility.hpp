@@ -27,7 +27,7 @@ class TileVisibility {
         local_width_(keys.local_width()),
         tables_(keys.row_tables(p.seq_q(), p.seq_k())),
         rows_(keys.row_table()),
-        slots_(keys.slot_rule()) {
+        slots_(p.mask.slots) {
     if (rows_ == nullptr) rows_ = tables_->rows.data();
     if (!tables_->column.empty()) column_ = tables_->column.data();
   }

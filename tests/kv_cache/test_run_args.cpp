@@ -390,6 +390,52 @@ TEST(RunArgs, HierarchicalRunInAWorkspace) {
   }
 }
 
+// An LSH run in a caller workspace (each pair thread's hashes, sorted slots, accumulators and
+// its kernel calls' workspace; 0xff bytes first) gives the bits of a run without one and
+// matches the float64 reference: shared and separate QK (GQA), causal, key lengths, lse, odd
+// shapes (S 1, 17, 80; D 3, 4), one and two threads (one pair splits each call over both), and
+// a length needing two kernel calls per round (S 2100: 2048 slots per call).
+TEST(RunArgs, LshRunInAWorkspace) {
+  struct Case {
+    bool shared, causal;
+    int threads;
+    std::int64_t b, hq, hkv, s, d, chunk, hashes, buckets;
+  };
+  // S 2100 takes 4 buckets: with the automatic 64, some of its 4200 rows per round fall within
+  // the hash margin below, where float32 and float64 may choose different buckets.
+  for (const Case& c :
+       {Case{true, false, 2, 2, 2, 2, 17, 3, 4, 2, 0},
+        Case{false, true, 2, 2, 4, 2, 80, 16, 8, 3, 0}, Case{true, true, 1, 1, 1, 1, 1, 4, 1, 1, 0},
+        Case{false, true, 2, 1, 2, 1, 2100, 16, 64, 2, 4}}) {
+    SCOPED_TRACE(::testing::Message() << "shared " << c.shared << " causal " << c.causal << " S "
+                                      << c.s << " threads " << c.threads);
+    LshSpec spec;
+    spec.hashes = c.hashes;
+    spec.buckets = c.buckets;
+    spec.chunk_length = c.chunk;
+    spec.shared_qk = c.shared;
+    spec.seed = 3;
+    AttentionOptions options;
+    options.variant = spec;
+    options.mask.causal = c.causal;
+    options.threads = c.threads;
+    const AttentionPlan plan = make_plan({c.b, c.hq, c.hkv, c.s, c.s, c.d, c.d}, options);
+    const WorkspaceRun r = expect_workspace_run(plan, 71, c.s / 2 + 1, true);
+    // Inputs far enough from a bucket boundary that float32 and float64 hash alike.
+    EXPECT_GE(reference::lsh_hash_margin(r.q.cview(), spec), 1e-6);
+    if (!c.shared) {
+      EXPECT_GE(reference::lsh_hash_margin(r.k.cview(), spec), 1e-6);
+    }
+    Mask mask;
+    mask.causal = c.causal;
+    mask.key_lengths = r.lengths;
+    const reference::Result expected =
+        reference::lsh(r.q.cview(), r.k.cview(), r.v.cview(), spec, mask,
+                       1.0 / std::sqrt(static_cast<double>(c.d)));
+    EXPECT_LE(reference::max_relative_error(r.out.view, expected), 1e-5);
+  }
+}
+
 // A plan whose variant takes no workspace says so (nullopt) and refuses one; so do half views,
 // bf16 precision and weights; a short or misaligned workspace is an Error naming it; out is
 // never written.
@@ -424,21 +470,18 @@ TEST(RunArgs, QkvWorkspaceRefusals) {
         plan.run(q16, k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
       },
       "workspace", ErrorKind::kNotImplemented);
-  // Plans whose q/k/v runs take no workspace: nullopt, and a refusal. bf16 precision stages
-  // q, k, v in allocations; LSH attention allocates its own scratch.
-  AttentionOptions rounded, lsh;
+  // A plan whose q/k/v runs take no workspace: nullopt, and a refusal. bf16 precision stages
+  // q, k, v in allocations.
+  AttentionOptions rounded;
   rounded.fp32_precision = Fp32Precision::kBf16;
-  lsh.variant = LshSpec{.hashes = 2, .buckets = 4, .chunk_length = 4};
-  for (const AttentionOptions& options : {rounded, lsh}) {
-    const AttentionPlan refusing = make_plan({1, 2, 2, 9, 9, 8, 8}, options);
-    EXPECT_FALSE(refusing.qkv_workspace_bytes().has_value());
-    expect_error(
-        [&] {
-          refusing.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
-        },
-        "workspace", ErrorKind::kNotImplemented);
-    for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
-  }
+  const AttentionPlan refusing = make_plan({1, 2, 2, 9, 9, 8, 8}, rounded);
+  EXPECT_FALSE(refusing.qkv_workspace_bytes().has_value());
+  expect_error(
+      [&] {
+        refusing.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
+      },
+      "workspace", ErrorKind::kNotImplemented);
+  for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
 }
 
 }  // namespace

@@ -229,7 +229,9 @@ TEST(SteadyDecode, NoHeapAllocationAfterTheFirstStep) {
 // reorder their tiles), key lengths, one and two threads; Linformer (its projections and the
 // dense run over them in one workspace), with RoPE and two threads; linear attention on its
 // three paths (non-causal, causal segments in waves, causal FAVOR+); and hierarchical
-// attention (its coarse levels' kernel calls in the pair's share). The workspace is refilled
+// attention (its coarse levels' kernel calls in the pair's share); LSH attention (each pair
+// thread's hashes, slots and accumulators, its calls' windows kept by the plan; S 2500 takes two
+// kernel calls per round). The workspace is refilled
 // with NaN bytes before every run (stale scratch would show); every run equals the same run without
 // a workspace, bit for bit, and the run without one allocates (the counter sees it where it counts
 // malloc).
@@ -261,7 +263,10 @@ TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
         Case{"linear favor causal", Variant::kLinear, true, 1, false, false, 200, 0, true},
         Case{"hierarchical, rope, key length, 2 threads", Variant::kHierarchical, false, 2, true,
              false, 700, 650},
-        Case{"hierarchical causal", Variant::kHierarchical, true, 1, false, false, 1000}}) {
+        Case{"hierarchical causal", Variant::kHierarchical, true, 1, false, false, 1000},
+        Case{"lsh, causal, key length, 2 threads", Variant::kLsh, true, 2, false, false, 2500,
+             2300},
+        Case{"lsh", Variant::kLsh, false, 1, false, false, 300}}) {
     SCOPED_TRACE(c.name);
     AttentionOptions options;
     options.mask.causal = c.causal;
@@ -281,6 +286,13 @@ TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
       options.variant = linear;
     }
     if (c.variant == Variant::kHierarchical) options.variant = HierarchicalSpec{.block = 32};
+    if (c.variant == Variant::kLsh) {
+      LshSpec lsh;  // separate keys: GQA (4 query heads over 2 kv heads)
+      lsh.hashes = 2;
+      lsh.chunk_length = 64;
+      lsh.shared_qk = false;
+      options.variant = lsh;
+    }
     if (c.variant == Variant::kLinformer) {
       LinformerSpec projection;
       projection.proj_len = 96;

@@ -8,31 +8,25 @@
 // outlives its segment and the combination order is fixed.
 #include "variants/lsh/lsh_rounds.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <exception>
 #include <limits>
-#include <vector>
+#include <memory>
 
 #include "src/gemm/gemm.hpp"
-#include "src/kernel/block_mask.hpp"
 #include "src/kernel/flash_attention.hpp"
-#include "src/runtime/checked_size.hpp"
+#include "src/kernel/team_loops.hpp"
+#include "src/runtime/workspace.hpp"
+#include "variants/lsh/lsh_scratch.hpp"
+#include "variants/lsh/lsh_windows.hpp"
 
 namespace seqattn::detail {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr std::int32_t kNoPosition = std::numeric_limits<std::int32_t>::max();
-// Rows hashed per GEMM: the block and its M scores stay in L1/L2.
-constexpr std::int64_t kHashRows = 128;
-// Query slots per kernel call: the call's gathered rows, keys, values and outputs (about
-// 4 · 2048 · 64 floats at D = 64) stay in L2, and a call's fixed cost (packing set-up, the
-// thread team) is small beside its 2048 · 2c · (D + D_v) multiply-adds.
-constexpr std::int64_t kSegmentRows = 2048;
 
 // The bucket of one hashed vector: argmax of [y, -y], ties to the lowest index, the first NaN
 // wins (numpy's argmax). y's first minimum is -y's first maximum.
@@ -56,20 +50,22 @@ void copy_row(const ConstTensor& t, std::int64_t b, std::int64_t h, std::int64_t
   }
 }
 
-// fn(i) for i in [0, n) over `threads` threads (one pair's work when it has the team to
-// itself); an exception may not leave the region, so the first is rethrown after it.
+// fn(i, thread) for i in [0, n) over `threads` threads (one pair's work when it has the team
+// to itself), on RunOnTeam: one thread runs a plain loop (no OpenMP region, which allocates a
+// team even for one). An exception may not leave a region, so the first is rethrown after it.
 template <class F>
-void for_rows(std::int64_t n, int threads, F&& fn) {
+void for_rows(std::int64_t n, int threads, const F& fn) {
   std::exception_ptr failure;
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1 && n > 1)
-  for (std::int64_t i = 0; i < n; ++i) {
-    try {
-      fn(i);
-    } catch (...) {
+  RunOnTeam(n > 1 ? threads : 1, [&](const auto& team) {
+    team.for_static(n, [&](std::int64_t i) {
+      try {
+        fn(i, team.thread());
+      } catch (...) {
 #pragma omp critical(seqattn_lsh_rows)
-      if (!failure) failure = std::current_exception();
-    }
-  }
+        if (!failure) failure = std::current_exception();
+      }
+    });
+  });
   if (failure) std::rethrow_exception(failure);
 }
 
@@ -82,42 +78,37 @@ double squared_norm(const ConstTensor& t, std::int64_t b, std::int64_t h, std::i
   return sum;
 }
 
-// A segment's windows: row r sees its range of the gathered keys, minus the SlotRule's keys.
-class ChunkWindows final : public KeyStructure {
- public:
-  KeyRange row_keys(std::int64_t i) const override { return rows_[static_cast<size_t>(i)]; }
-  const KeyRange* row_table() const override { return rows_.data(); }
-  std::int64_t local_width() const override { return width_; }
-  const SlotRule* slot_rule() const override { return &rule_; }
-
-  std::vector<KeyRange> rows_;
-  std::int64_t width_ = 1;
-  SlotRule rule_;
-};
-
-// One thread's buffers, sized once for the longest sequence (allocated before the parallel
-// region, so no allocation can fail inside it).
-struct Workspace {
-  std::vector<float> hash_block, hash_scores;  // per thread of the pair's team
-  std::vector<float> inv_rms;
-  std::vector<std::int32_t> query_buckets, key_buckets;  // [group][hashes][S], [hashes][S]
-  std::vector<std::int32_t> query_order, key_order;      // [group][S], [S]
-  std::vector<std::int32_t> counts;
-  std::vector<float> acc_out, acc_lse;  // [group][S][D_v], [group][S]
-  std::vector<std::int32_t> self_rounds;
-  // The segment handed to the kernel.
-  std::vector<float> q, k, v, out, lse;
-  std::vector<std::int32_t> query_pos, key_pos;
-  std::vector<std::uint8_t> nonfinite_flag;  // per gathered key: its value is not finite
-  std::vector<std::int64_t> nonfinite;       // those keys
-  ChunkWindows windows;
-};
+// The kernel call over one segment: `rows` query slots of each of `group` heads over `keys`
+// gathered keys, on `threads` threads, in w's buffers (null while counting) and its kernel
+// workspace.
+Problem segment_call(const Problem& p, std::int64_t group, std::int64_t rows, std::int64_t keys,
+                     int threads, const LshScratch& w) {
+  const std::int64_t dim = p.dim(), dv = p.dim_v();
+  Problem call;
+  call.q = bhsd<const float>(w.q.data(), 1, group, rows, dim);
+  call.k = bhsd<const float>(w.k.data(), 1, 1, keys, dim);
+  call.v = bhsd<const float>(w.v.data(), 1, 1, keys, dv);
+  call.out = bhsd<float>(w.out.data(), 1, group, rows, dv);
+  call.lse = bhsd<float>(w.lse.data(), 1, group, rows, 1);
+  call.scale = p.scale;
+  call.scale_given = true;
+  call.threads = threads;
+  call.compute_path = p.compute_path;
+  call.workspace = w.flash_workspace();
+  return call;
+}
 
 class PairRounds {
  public:
   // threads: the team this pair has to itself (1 when pairs run in parallel).
-  PairRounds(const Problem& p, const LshConfig& c, Workspace& w, int threads)
-      : p_(p), c_(c), w_(w), threads_(threads), group_(c.shared ? 1 : p.group()) {}
+  PairRounds(const Problem& p, const LshConfig& c, const WindowStore& windows, LshScratch& w,
+             int threads)
+      : p_(p),
+        c_(c),
+        windows_(windows),
+        w_(w),
+        threads_(threads),
+        group_(c.shared ? 1 : p.group()) {}
 
   void run(std::int64_t b, std::int64_t hk);
 
@@ -129,12 +120,13 @@ class PairRounds {
   void segment(std::int64_t t0, std::int64_t t1);
   void gather_key(std::int64_t slot, std::int64_t local);
   void merge(std::int64_t g, std::int64_t r, std::int64_t s0, std::int64_t rows);
-  void add_nonfinite_values(std::int64_t rows);
+  void add_nonfinite_values(std::int64_t rows, const ChunkWindows& windows, const SlotRule& rule);
   void finish();
 
   const Problem& p_;
   const LshConfig& c_;
-  Workspace& w_;
+  const WindowStore& windows_;
+  LshScratch& w_;
   int threads_;
   std::int64_t group_;
   std::int64_t b_ = 0, hk_ = 0, len_ = 0, chunks_ = 0;
@@ -144,11 +136,10 @@ class PairRounds {
 void PairRounds::hash(const ConstTensor& t, std::int64_t h, std::int32_t* buckets) {
   const std::int64_t stride = p_.seq_q();
   const std::int64_t dim = p_.dim(), m = c_.buckets / 2, ld = c_.rotations.row_stride;
-  for_rows((len_ + kHashRows - 1) / kHashRows, threads_, [&](std::int64_t block) {
-    const std::int64_t i0 = block * kHashRows, n = std::min(kHashRows, len_ - i0);
-    const std::int64_t me = threads_ > 1 ? omp_get_thread_num() : 0;
-    float* x = w_.hash_block.data() + me * kHashRows * dim;
-    float* y = w_.hash_scores.data() + me * kHashRows * m;
+  for_rows((len_ + kLshHashRows - 1) / kLshHashRows, threads_, [&](std::int64_t block, int me) {
+    const std::int64_t i0 = block * kLshHashRows, n = std::min(kLshHashRows, len_ - i0);
+    float* x = w_.hash_block.data() + me * kLshHashRows * dim;
+    float* y = w_.hash_scores.data() + me * kLshHashRows * m;
     for (std::int64_t r = 0; r < n; ++r) copy_row(t, b_, h, i0 + r, x + r * dim);
     for (std::int64_t round = 0; round < c_.hashes; ++round) {
       sgemm(Transpose::kNo, Transpose::kNo, n, m, dim, 1.0f, x, dim, c_.rotations.row(round * dim),
@@ -191,14 +182,15 @@ void PairRounds::gather_key(std::int64_t slot, std::int64_t local) {
 
 // Adds each non-finite value (zeroed for the kernel) to the rows of the segment that see its
 // key: NaN stays NaN, ±Inf makes the column ±Inf (NaN with both signs); the others stay exact.
-void PairRounds::add_nonfinite_values(std::int64_t rows) {
+void PairRounds::add_nonfinite_values(std::int64_t rows, const ChunkWindows& windows,
+                                      const SlotRule& rule) {
   const std::int64_t dv = p_.dim_v();
-  const SlotRule& rule = w_.windows.rule_;
-  for (const std::int64_t j : w_.nonfinite) {
+  for (std::int64_t n = 0; n < w_.nonfinite_count; ++n) {
+    const std::int64_t j = w_.nonfinite[static_cast<size_t>(n)];
     const float* v = p_.v.ptr(b_, hk_, w_.key_pos[static_cast<size_t>(j)]);
     for (std::int64_t g = 0; g < group_; ++g) {
       for (std::int64_t r = 0; r < rows; ++r) {
-        const KeyRange range = w_.windows.rows_[static_cast<size_t>(r)];
+        const KeyRange range = windows.row_keys(r);
         if (j < range.lo || j >= range.hi) continue;
         if (rule.excluded_offset >= 0 && j == r + rule.excluded_offset) continue;
         if (rule.query != nullptr && rule.key[j] > rule.query[g * rows + r]) continue;
@@ -218,7 +210,7 @@ void PairRounds::run(std::int64_t b, std::int64_t hk) {
   std::fill(w_.acc_lse.begin(), w_.acc_lse.end(), kNegInf);
   std::fill(w_.self_rounds.begin(), w_.self_rounds.end(), 0);
   if (c_.shared) {
-    for_rows(len_, threads_, [&](std::int64_t i) {
+    for_rows(len_, threads_, [&](std::int64_t i, int) {
       const double mean = squared_norm(p_.q, b_, hk_, i) / static_cast<double>(dim);
       w_.inv_rms[static_cast<size_t>(i)] = static_cast<float>(1.0 / std::sqrt(mean + 1e-6));
     });
@@ -226,7 +218,7 @@ void PairRounds::run(std::int64_t b, std::int64_t hk) {
   for (std::int64_t g = 0; g < group_; ++g)
     hash(p_.q, query_head(g), w_.query_buckets.data() + g * c_.hashes * s);
   if (!c_.shared) hash(p_.k, hk_, w_.key_buckets.data());
-  const std::int64_t seg_chunks = std::max<std::int64_t>(1, kSegmentRows / c_.chunk);
+  const std::int64_t seg_chunks = lsh_segment_chunks(c_.chunk);
   for (std::int64_t round = 0; round < c_.hashes; ++round) {
     for (std::int64_t g = 0; g < group_; ++g) {
       sort(w_.query_buckets.data() + (g * c_.hashes + round) * s, w_.query_order.data() + g * s);
@@ -253,7 +245,7 @@ void PairRounds::segment(std::int64_t t0, std::int64_t t1) {
   const std::int64_t prev = (t0 - 1 + chunks_) % chunks_;
   const std::int64_t prev_len = chunks_ > 1 ? std::min(c, len_ - prev * c) : 0;
   const std::int64_t keys = prefix + rows;
-  for_rows(keys, threads_, [&](std::int64_t j) {
+  for_rows(keys, threads_, [&](std::int64_t j, int) {
     if (j >= prefix) return gather_key(s0 + j - prefix, j);
     if (j >= prefix - prev_len) return gather_key(prev * c + j - (prefix - prev_len), j);
     std::fill_n(w_.k.data() + j * dim, dim, 0.0f);  // never visible, but read: zeros
@@ -261,43 +253,29 @@ void PairRounds::segment(std::int64_t t0, std::int64_t t1) {
     w_.key_pos[static_cast<size_t>(j)] = kNoPosition;
     w_.nonfinite_flag[static_cast<size_t>(j)] = 0;
   });
-  w_.nonfinite.clear();
+  w_.nonfinite_count = 0;
   for (std::int64_t j = 0; j < keys; ++j) {
-    if (w_.nonfinite_flag[static_cast<size_t>(j)] != 0) w_.nonfinite.push_back(j);
+    if (w_.nonfinite_flag[static_cast<size_t>(j)] != 0)
+      w_.nonfinite[static_cast<size_t>(w_.nonfinite_count++)] = j;
   }
-  for_rows(group_ * rows, threads_, [&](std::int64_t gr) {
+  for_rows(group_ * rows, threads_, [&](std::int64_t gr, int) {
     const std::int64_t g = gr / rows, r = gr % rows;
     const std::int32_t pos = w_.query_order[static_cast<size_t>(g * s + s0 + r)];
     copy_row(p_.q, b_, query_head(g), pos, w_.q.data() + gr * dim);
     w_.query_pos[static_cast<size_t>(gr)] = pos;
   });
-  ChunkWindows& windows = w_.windows;
-  windows.rows_.resize(static_cast<size_t>(rows));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int64_t t = (s0 + r) / c;
-    const std::int64_t lo = t == t0 ? prefix - prev_len : prefix + (t - 1) * c - s0;
-    const std::int64_t hi = prefix + std::min((t + 1) * c, len_) - s0;
-    windows.rows_[static_cast<size_t>(r)] = {lo, hi};
-  }
-  windows.width_ = std::min(2 * c, keys);
-  windows.rule_.excluded_offset = c_.shared ? prefix : -1;
-  windows.rule_.query = p_.mask.causal ? w_.query_pos.data() : nullptr;
-  windows.rule_.key = p_.mask.causal ? w_.key_pos.data() : nullptr;
-
-  Problem call;
-  call.q = bhsd<const float>(w_.q.data(), 1, group_, rows, dim);
-  call.k = bhsd<const float>(w_.k.data(), 1, 1, keys, dim);
-  call.v = bhsd<const float>(w_.v.data(), 1, 1, keys, dv);
-  call.out = bhsd<float>(w_.out.data(), 1, group_, rows, dv);
-  call.lse = bhsd<float>(w_.lse.data(), 1, group_, rows, 1);
-  call.scale = p_.scale;
-  call.scale_given = true;
-  call.threads = threads_;
-  call.compute_path = p_.compute_path;
-  flash_forward(call, windows);
-  if (!w_.nonfinite.empty()) add_nonfinite_values(rows);
+  // The windows depend on the segment's geometry alone; the rules on positions are this call's.
+  const std::shared_ptr<const ChunkWindows> windows = windows_.get(rows, prefix, prev_len);
+  SlotRule rule;
+  rule.excluded_offset = c_.shared ? prefix : -1;
+  rule.query = p_.mask.causal ? w_.query_pos.data() : nullptr;
+  rule.key = p_.mask.causal ? w_.key_pos.data() : nullptr;
+  Problem call = segment_call(p_, group_, rows, prefix + rows, threads_, w_);
+  call.mask.slots = &rule;
+  flash_forward(call, *windows);
+  if (w_.nonfinite_count > 0) add_nonfinite_values(rows, *windows, rule);
   for_rows(group_ * rows, threads_,
-           [&](std::int64_t gr) { merge(gr / rows, gr % rows, s0, rows); });
+           [&](std::int64_t gr, int) { merge(gr / rows, gr % rows, s0, rows); });
 }
 
 // Row r (of `rows`) of query head g into the accumulator, at its position. A row that saw no
@@ -336,7 +314,7 @@ void PairRounds::merge(std::int64_t g, std::int64_t r, std::int64_t s0, std::int
 // rounds' (v_i, s_ii + log count); else zeros and -inf (also every row past the key length).
 void PairRounds::finish() {
   const std::int64_t dv = p_.dim_v(), s = p_.seq_q();
-  for_rows(group_ * s, threads_, [&](std::int64_t gi) {
+  for_rows(group_ * s, threads_, [&](std::int64_t gi, int) {
     const std::int64_t g = gi / s, i = gi % s, h = query_head(g);
     const size_t at = static_cast<size_t>(gi);
     float* out = p_.out.ptr(b_, h, i);
@@ -359,60 +337,80 @@ void PairRounds::finish() {
   });
 }
 
-Workspace make_workspace(const Problem& p, const LshConfig& c, int threads) {
-  const std::int64_t s = p.seq_q(), dim = p.dim(), dv = p.dim_v();
-  const std::int64_t group = c.shared ? 1 : p.group();
-  const std::int64_t seg = std::min(s, std::max<std::int64_t>(1, kSegmentRows / c.chunk) * c.chunk);
-  const std::int64_t keys = std::min(c.chunk, s) + seg;
-  const char* what = "LSH attention's per-thread buffers";
-  Workspace w;
-  w.hash_block = checked_vector<float>(threads * kHashRows * dim, what);
-  w.hash_scores = checked_vector<float>(threads * kHashRows * (c.buckets / 2), what);
-  w.inv_rms = checked_vector<float>(c.shared ? s : 0, what);
-  w.query_buckets = checked_vector<std::int32_t>(checked_product({group, c.hashes, s}, what), what);
-  w.key_buckets = checked_vector<std::int32_t>(c.shared ? 0 : c.hashes * s, what);
-  w.query_order = checked_vector<std::int32_t>(group * s, what);
-  w.key_order = checked_vector<std::int32_t>(s, what);
-  w.counts = checked_vector<std::int32_t>(c.buckets + 1, what);
-  w.acc_out = checked_vector<float>(checked_product({group, s, dv}, what), what);
-  w.acc_lse = checked_vector<float>(group * s, what);
-  w.self_rounds = checked_vector<std::int32_t>(group * s, what);
-  w.q = checked_vector<float>(checked_product({group, seg, dim}, what), what);
-  w.k = checked_vector<float>(checked_product({keys, dim}, what), what);
-  w.v = checked_vector<float>(checked_product({keys, dv}, what), what);
-  w.out = checked_vector<float>(checked_product({group, std::max(seg, std::int64_t{1}), dv}, what),
-                                what);
-  w.lse = checked_vector<float>(group * seg, what);
-  w.query_pos = checked_vector<std::int32_t>(group * seg, what);
-  w.key_pos = checked_vector<std::int32_t>(keys, what);
-  w.nonfinite.reserve(static_cast<size_t>(keys));
-  w.nonfinite_flag = checked_vector<std::uint8_t>(keys, what);
-  return w;
+// The pair threads and each one's team: pairs in parallel when there are enough of them; else
+// one pair at a time on every thread.
+struct Teams {
+  int pairs = 1, kernel = 1;
+};
+Teams teams_of(const Problem& p) {
+  const int pairs = static_cast<int>(std::min<std::int64_t>(p.threads, p.batch() * p.heads_kv()));
+  return {std::max(pairs, 1), pairs > 1 ? 1 : p.threads};
+}
+
+// The run's scratch: one LshScratch per pair thread.
+LshScratch* carve_scratch(const Problem& p, const LshConfig& c, std::size_t calls_bytes,
+                          ScratchArena& arena) {
+  const Teams t = teams_of(p);
+  return carve_objects<LshScratch>(arena, t.pairs, p, c, t.kernel, calls_bytes);
 }
 
 }  // namespace
 
-void lsh_forward(const Problem& p, const LshConfig& config) {
+std::size_t lsh_calls_bytes(const Problem& p, const LshConfig& c, const WindowStore& windows) {
+  const Teams t = teams_of(p);
+  ScratchArena shape;  // counts only: the buffers' extents, no data
+  const LshScratch w(p, c, t.kernel, 0, shape);
+  const std::int64_t group = c.shared ? 1 : p.group(), len = p.seq_k();
+  const std::int64_t chunks = (len + c.chunk - 1) / c.chunk, seg = lsh_segment_chunks(c.chunk);
+  const std::int64_t prefix = chunks > 1 ? c.chunk : 0;
+  std::size_t most = 0;
+  auto count = [&](std::int64_t rows, std::int64_t prev_len) {
+    const auto keys = windows.get(rows, prefix, prev_len);
+    most = std::max(most, flash_workspace_bytes(
+                              segment_call(p, group, rows, prefix + rows, t.kernel, w), *keys));
+  };
+  // Every segment at full length (the first sees the last chunk, the others a whole one), and
+  // the widest first segment a shorter length gives: the most keys and the widest band.
+  count(std::min(len, seg * c.chunk), prefix);
+  for (std::int64_t t0 = 0; t0 < chunks; t0 += seg) {
+    const std::int64_t rows = std::min((t0 + seg) * c.chunk, len) - t0 * c.chunk;
+    const std::int64_t prev = (t0 - 1 + chunks) % chunks;
+    count(rows, chunks > 1 ? std::min(c.chunk, len - prev * c.chunk) : 0);
+  }
+  return most;
+}
+
+std::size_t lsh_workspace_bytes(const Problem& p, const LshConfig& c, std::size_t calls_bytes) {
+  ScratchArena count;
+  carve_scratch(p, c, calls_bytes, count);
+  return count.used();
+}
+
+void lsh_forward(const Problem& p, const LshConfig& config, const WindowStore& windows,
+                 std::size_t calls_bytes) {
+  ScratchArena count;
+  carve_scratch(p, config, calls_bytes, count);
+  // Every allocation happens here, before any thread team: the caller's workspace (checked
+  // whole before anything is written) or one of our own.
+  const RunScratch scratch(p.workspace, count.used(), count.used(),
+                           "AttentionPlan::qkv_workspace_bytes() (LSH attention: each pair "
+                           "thread's hashes, sorted slots, accumulators and kernel workspace)");
+  ScratchArena arena(scratch.data(), scratch.size());
+  LshScratch* spaces = carve_scratch(p, config, calls_bytes, arena);
+  const Teams t = teams_of(p);
   const std::int64_t pairs = p.batch() * p.heads_kv();
-  const int team = static_cast<int>(std::min<std::int64_t>(p.threads, pairs));
-  // Pairs in parallel when there are enough of them; else one pair at a time on every thread.
-  const int kernel_threads = team > 1 ? 1 : p.threads;
-  std::vector<Workspace> spaces;
-  for (int t = 0; t < team; ++t) spaces.push_back(make_workspace(p, config, kernel_threads));
   std::exception_ptr failure;
-#pragma omp parallel num_threads(team) if (team > 1)
-  {
-    PairRounds rounds(p, config, spaces[static_cast<size_t>(omp_get_thread_num())], kernel_threads);
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t pair = 0; pair < pairs; ++pair) {
+  RunOnTeam(t.pairs, [&](const auto& team) {
+    PairRounds rounds(p, config, windows, spaces[team.thread()], t.kernel);
+    team.for_dynamic(pairs, [&](std::int64_t pair) {
       try {
         rounds.run(pair / p.heads_kv(), pair % p.heads_kv());
       } catch (...) {
 #pragma omp critical(seqattn_lsh_failure)
         if (!failure) failure = std::current_exception();
       }
-    }
-  }
+    });
+  });
   if (failure) std::rethrow_exception(failure);
 }
 

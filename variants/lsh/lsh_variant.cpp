@@ -5,7 +5,9 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -13,7 +15,9 @@
 #include "src/runtime/checked_size.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/validate.hpp"
+#include "src/simd/highway_target.hpp"
 #include "variants/lsh/lsh_rounds.hpp"
+#include "variants/lsh/lsh_windows.hpp"
 #include "variants/registry.hpp"
 
 namespace seqattn::detail {
@@ -148,24 +152,54 @@ class LshVariant final : public AttentionVariant {
 
   void run(const Problem& p, const VariantSpec& spec) const override {
     const Rotations r = resolve(std::get<LshSpec>(spec), p.seq_k(), p.dim());
-    lsh_forward(p, r.config);
+    const WindowStore windows(r.config.chunk);
+    lsh_forward(p, r.config, windows, fp32_calls(p) ? lsh_calls_bytes(p, r.config, windows) : 0);
   }
 
   std::shared_ptr<const PreparedVariant> prepare(const Problem& p,
                                                  const VariantSpec& spec) const override {
-    return std::make_shared<Prepared>(resolve(std::get<LshSpec>(spec), p.seq_k(), p.dim()));
+    return std::make_shared<Prepared>(p, resolve(std::get<LshSpec>(spec), p.seq_k(), p.dim()));
   }
 
  private:
+  // Whether the kernel calls run on the fp32 path, the one their workspace is counted for; on
+  // another (bf16 products) each call allocates its own.
+  static bool fp32_calls(const Problem& p) { return p.compute_path == ComputePath::kFp32; }
+
+  // The plan keeps the rotations, the calls' windows (each with the kernel's tables) and their
+  // workspace size, counted once for the SIMD target dispatched then. A run on another target
+  // (a test forcing one) counts again: a call short of its workspace would throw inside the
+  // pairs' thread team.
   class Prepared final : public PreparedVariant {
    public:
-    explicit Prepared(Rotations r) : r_(std::move(r)) {
-      r_.config.rotations.data = r_.storage.data();  // the moved vector kept its buffer
+    Prepared(const Problem& planned, Rotations r)
+        : r_(std::move(r)),
+          windows_(r_.config.chunk),
+          calls_bytes_(lsh_calls_bytes(planned, config(), windows_)),
+          target_(simd::backend_target_name()) {}
+    void run(const Problem& p) const override {
+      lsh_forward(p, config(), windows_, fp32_calls(p) ? calls_bytes(p) : 0);
     }
-    void run(const Problem& p) const override { lsh_forward(p, r_.config); }
+    std::optional<std::size_t> workspace_bytes(const Problem& planned) const override {
+      return lsh_workspace_bytes(planned, config(), calls_bytes(planned));
+    }
 
    private:
+    // The rotations as kept: the moved vector kept its buffer, but the view is rebuilt.
+    LshConfig config() const {
+      LshConfig c = r_.config;
+      c.rotations.data = r_.storage.data();
+      return c;
+    }
+    std::size_t calls_bytes(const Problem& p) const {
+      return simd::backend_target_name() == target_ ? calls_bytes_
+                                                    : lsh_calls_bytes(p, config(), windows_);
+    }
+
     Rotations r_;
+    WindowStore windows_;
+    std::size_t calls_bytes_;
+    std::string_view target_;  // interned for the process's life
   };
 };
 

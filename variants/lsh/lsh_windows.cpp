@@ -1,0 +1,31 @@
+#include "variants/lsh/lsh_windows.hpp"
+
+#include <algorithm>
+
+namespace seqattn::detail {
+
+ChunkWindows::ChunkWindows(std::int64_t rows, std::int64_t prefix, std::int64_t prev_len,
+                           std::int64_t chunk)
+    : rows_(static_cast<size_t>(rows)),
+      width_(std::min(2 * chunk, prefix + rows)),
+      prefix_(prefix),
+      prev_len_(prev_len) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t u = r / chunk;
+    const std::int64_t lo = u == 0 ? prefix - prev_len : prefix + (u - 1) * chunk;
+    rows_[static_cast<size_t>(r)] = {lo, prefix + std::min((u + 1) * chunk, rows)};
+  }
+}
+
+std::shared_ptr<const ChunkWindows> WindowStore::get(std::int64_t rows, std::int64_t prefix,
+                                                     std::int64_t prev_len) const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& w : kept_) {
+    if (w->is(rows, prefix, prev_len)) return w;
+  }
+  if (kept_.size() == kMaxKept) kept_.erase(kept_.begin());  // a run still using it holds a copy
+  kept_.push_back(std::make_shared<const ChunkWindows>(rows, prefix, prev_len, chunk_));
+  return kept_.back();
+}
+
+}  // namespace seqattn::detail

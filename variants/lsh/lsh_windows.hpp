@@ -1,0 +1,59 @@
+// The key structure of one LSH kernel call (ChunkWindows) and the plan's store of them
+// (WindowStore). A call's windows depend only on its geometry, not on the hashes: most calls of
+// a run, and of every later run, share one, so a structure is built once and keeps the
+// kernel's tables (KeyStructure::fixed), and a steady loop of runs builds none. The rules that
+// depend on the data (a row's own key, causal positions) go with the call (SlotRule).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "src/kernel/block_mask.hpp"
+
+namespace seqattn::detail {
+
+// A segment's windows over its gathered keys: `prefix` slots (0 or the chunk length c) holding
+// the previous chunk's keys, right-aligned (its `prev_len` keys at the end), then the segment's
+// own `rows` keys. Row r, of chunk u = r / c of the segment, sees [prefix - prev_len,
+// prefix + min(c, rows)) when u = 0 and [prefix + (u - 1)·c, prefix + min((u + 1)·c, rows))
+// otherwise: its own chunk and the one before.
+class ChunkWindows final : public KeyStructure {
+ public:
+  ChunkWindows(std::int64_t rows, std::int64_t prefix, std::int64_t prev_len, std::int64_t chunk);
+  KeyRange row_keys(std::int64_t i) const override { return rows_[static_cast<size_t>(i)]; }
+  const KeyRange* row_table() const override { return rows_.data(); }
+  std::int64_t local_width() const override { return width_; }
+  bool fixed() const override { return true; }
+
+  std::int64_t rows() const { return static_cast<std::int64_t>(rows_.size()); }
+  std::int64_t keys() const { return prefix_ + rows(); }
+  bool is(std::int64_t rows, std::int64_t prefix, std::int64_t prev_len) const {
+    return this->rows() == rows && prefix_ == prefix && prev_len_ == prev_len;
+  }
+
+ private:
+  std::vector<KeyRange> rows_;
+  std::int64_t width_ = 1, prefix_ = 0, prev_len_ = 0;
+};
+
+// The windows a plan's calls have met, shared by its concurrent runs (thread-safe). A lookup
+// that finds one copies a shared_ptr (no allocation); a new geometry builds one. Calls of one
+// key length meet at most three (first, middle and last segment), so the store keeps the
+// kMaxKept most recent: a loop over a few lengths builds nothing after its first pass, and one
+// over ever new lengths holds bounded memory.
+class WindowStore {
+ public:
+  explicit WindowStore(std::int64_t chunk) : chunk_(chunk) {}
+  std::shared_ptr<const ChunkWindows> get(std::int64_t rows, std::int64_t prefix,
+                                          std::int64_t prev_len) const;
+
+ private:
+  static constexpr std::size_t kMaxKept = 24;
+  std::int64_t chunk_;
+  mutable std::mutex mutex_;
+  mutable std::vector<std::shared_ptr<const ChunkWindows>> kept_;  // oldest first
+};
+
+}  // namespace seqattn::detail
