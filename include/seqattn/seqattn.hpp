@@ -14,3 +14,4 @@
 #include "seqattn/tensor.hpp"
 #include "seqattn/variant_params.hpp"
 #include "seqattn/variant_specs.hpp"
+#include "seqattn/workspace.hpp"

@@ -145,6 +145,25 @@ class Plan:
     def shape(self):
         return self._plan.shape
 
+    @property
+    def qkv_workspace_bytes(self):
+        """Scratch bytes a run over q, k, v takes (float32 arrays, no weights), or None when
+        its runs allocate their own (fp32_precision="bf16")."""
+        return self._plan.qkv_workspace_bytes
+
+    @property
+    def workspace_bytes(self):
+        """Scratch bytes a run over a cache takes (with float32 copies of a half q and out)."""
+        return self._plan.workspace_bytes
+
+    @property
+    def held_workspace_bytes(self):
+        """Scratch bytes this plan keeps between runs: the largest workspace a run took. A run
+        reuses it when no other thread's run of this plan holds it (it then allocates its own,
+        as do runs over half arrays or with return_weights), so a steady loop of runs does not
+        allocate the library's scratch again."""
+        return self._plan.held_workspace_bytes
+
     def run(self, q, k=None, v=None, *, cache=None, sequences=None, out=None, key_lengths=None,
             mask=None, bias=None, query_lengths=None, return_lse=False, return_weights=False,
             return_record=False, layout="bhsd"):

@@ -5,6 +5,8 @@
 
 #include <array>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "seqattn/plan.hpp"
 #include "seqattn/policy.hpp"
 #include "seqattn/variant_params.hpp"
+#include "seqattn/workspace.hpp"
 
 namespace seqattn::python {
 namespace {
@@ -135,9 +138,39 @@ RunRecord attend_arrays(py::handle q, py::handle k, py::handle v, py::handle out
   return attend(a.q, a.k, a.v, a.out, o);
 }
 
+// The workspace a plan's runs reuse (RunArgs::workspace), as MultiHeadAttention keeps one: a
+// run that finds it free holds it for the call (try_lock, after the GIL is released); a run
+// that finds it taken (another Python thread's run of the same plan) passes none, and the
+// library allocates that run's scratch as it does without a workspace.
+struct HeldWorkspace {
+  std::mutex mutex;
+  WorkspaceBuffer buffer;
+};
+
 struct PyPlan {
   std::optional<AttentionPlan> plan;
+  std::shared_ptr<HeldWorkspace> held = std::make_shared<HeldWorkspace>();
 };
+
+// run(args) with `bytes` of the plan's held workspace in args.workspace when it is free and
+// the run takes one (bytes set).
+template <class Run>
+RunRecord with_held_workspace(const PyPlan& p, std::optional<std::size_t> bytes, RunArgs args,
+                              const Run& run) {
+  std::unique_lock lock(p.held->mutex, std::try_to_lock);
+  if (bytes && lock.owns_lock()) args.workspace = p.held->buffer.get(*bytes);
+  return run(args);
+}
+
+// Whether a q/k/v run with these views takes the plan's workspace: f32 views and no weights
+// (and a plan that counts one: fp32_precision ieee). Otherwise it allocates its own.
+std::optional<std::size_t> qkv_bytes(const AttentionPlan& plan, const Operands& a,
+                                     const RunArgs& args) {
+  const bool f32 = a.q.dtype == DType::kF32 && a.k.dtype == DType::kF32 &&
+                   a.v.dtype == DType::kF32 && a.out.dtype == DType::kF32;
+  if (!f32 || args.weights) return std::nullopt;
+  return plan.qkv_workspace_bytes();
+}
 
 PyPlan make_py_plan(const AttentionShape& shape, const AttentionOptions& options) {
   return PyPlan{make_plan(shape, options)};
@@ -155,8 +188,10 @@ RunRecord run_plan(const PyPlan& p, py::handle q, py::handle k, py::handle v, py
   if (key_lengths) args.key_lengths = *key_lengths;
   if (!keep.is_none()) args.keep = keep_view(inspect(keep, "mask"), "mask", scores);
   if (!bias.is_none()) args.bias = bias_view(inspect(bias, "bias"), "bias", scores);
+  const std::optional<std::size_t> bytes = qkv_bytes(*p.plan, a, args);
   py::gil_scoped_release unlocked;
-  return p.plan->run(a.q, a.k, a.v, a.out, args);
+  return with_held_workspace(
+      p, bytes, args, [&](const RunArgs& held) { return p.plan->run(a.q, a.k, a.v, a.out, held); });
 }
 
 // q, out, lse and query lengths of a run over a cache, and the lock that keeps appends out
@@ -180,7 +215,9 @@ RunRecord run_plan_cache(const PyPlan& p, py::handle q, PyKvCache& cache, py::ha
                          const std::optional<std::vector<std::int64_t>>& query_lengths,
                          const std::string& layout) {
   return run_over(cache, q, out, lse, query_lengths, layout, [&](auto& qv, auto& ov, auto& extra) {
-    return p.plan->run(qv, cache.cache, ov, extra);
+    return with_held_workspace(p, p.plan->workspace_bytes(), extra, [&](const RunArgs& held) {
+      return p.plan->run(qv, cache.cache, ov, held);
+    });
   });
 }
 
@@ -190,7 +227,9 @@ RunRecord run_plan_paged(const PyPlan& p, py::handle q, PyPagedKvCache& cache,
                          const std::optional<std::vector<std::int64_t>>& query_lengths,
                          const std::string& layout) {
   return run_over(cache, q, out, lse, query_lengths, layout, [&](auto& qv, auto& ov, auto& extra) {
-    return p.plan->run(qv, cache.cache, sequences, ov, extra);
+    return with_held_workspace(p, p.plan->workspace_bytes(), extra, [&](const RunArgs& held) {
+      return p.plan->run(qv, cache.cache, sequences, ov, held);
+    });
   });
 }
 
@@ -290,7 +329,13 @@ void register_attention(py::module_& m) {
            py::arg("out"), py::arg("lse"), py::arg("query_lengths"), py::arg("layout"))
       .def_property_readonly("shape", [](const PyPlan& p) { return shape_dict(p.plan->shape()); })
       .def_property_readonly(
-          "variant", [](const PyPlan& p) { return std::string(to_string(p.plan->variant())); });
+          "variant", [](const PyPlan& p) { return std::string(to_string(p.plan->variant())); })
+      .def_property_readonly("workspace_bytes",
+                             [](const PyPlan& p) { return p.plan->workspace_bytes(); })
+      .def_property_readonly("qkv_workspace_bytes",
+                             [](const PyPlan& p) { return p.plan->qkv_workspace_bytes(); })
+      .def_property_readonly("held_workspace_bytes",
+                             [](const PyPlan& p) { return p.held->buffer.capacity(); });
 }
 
 }  // namespace seqattn::python

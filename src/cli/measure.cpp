@@ -144,7 +144,7 @@ Timing time_decode(const Shape& s, std::int64_t seq_q, const AttentionOptions& o
   const AnyTensor ov =
       typed_view(s.dtype, out.data(), out16.data(), s.batch, s.heads, seq_q, s.dim_v);
   const AttentionPlan plan = make_plan(cache_shape(cache.shape(), s.heads, seq_q), options);
-  detail::WorkspaceBuffer workspace;
+  WorkspaceBuffer workspace;
   const std::span<std::byte> ws = workspace.get(plan.workspace_bytes());
   Timing timing;
   for (int i = 0; i < warmup; ++i) timing.record = plan.run(qv, cache, ov, {.workspace = ws});
@@ -172,7 +172,7 @@ Timing time_attend(Workload& w, const AttentionOptions& options, int warmup, int
   // serving loop would hold it: the timed runs then allocate nothing.
   const bool f32 = s.dtype == DType::kF32 && s.kv_dtype == DType::kF32 &&
                    options.fp32_precision != Fp32Precision::kBf16;
-  detail::WorkspaceBuffer workspace;
+  WorkspaceBuffer workspace;
   RunArgs args;
   if (f32 && plan.qkv_workspace_bytes())
     args.workspace = workspace.get(*plan.qkv_workspace_bytes());

@@ -82,7 +82,7 @@ PagedTiming time_paged(const PagedBenchSpec& spec) {
   std::vector<float> out(static_cast<std::size_t>(s.batch * s.heads * spec.seq_q * s.dim_v));
   const AttentionPlan plan = make_plan(
       paged_shape(pool.shape(), s.batch, s.heads, spec.seq_q, spec.max_len), spec.options);
-  detail::WorkspaceBuffer workspace;
+  WorkspaceBuffer workspace;
   const std::span<std::byte> ws = workspace.get(plan.workspace_bytes());
   const Tensor ov = bhsd(out.data(), s.batch, s.heads, spec.seq_q, s.dim_v);
   Timing& t = result.timing;

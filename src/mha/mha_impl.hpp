@@ -55,7 +55,7 @@ struct MultiHeadAttention::Impl {
 
   // The attention run's scratch (AttentionPlan::qkv_workspace_bytes), grown to the largest
   // plan met, so a steady forward's attention allocates nothing either.
-  detail::WorkspaceBuffer attention_workspace;
+  WorkspaceBuffer attention_workspace;
 
   float* scratch(std::size_t floats) {
     if (workspace_floats < floats) {

@@ -82,7 +82,7 @@ struct Ring {
   std::vector<float> partial_out, partial_lse;
   // The kernel's scratch for the block runs (AttentionPlan::qkv_workspace_bytes), grown to the
   // largest block plan met: a call allocates it once, not once per block.
-  detail::WorkspaceBuffer workspace;
+  WorkspaceBuffer workspace;
   std::vector<MPI_Request> pending;  // transfers in flight while the kernel runs
   RingRecord record;
 };

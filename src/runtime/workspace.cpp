@@ -35,6 +35,10 @@ RunScratch::RunScratch(std::span<std::byte> workspace, std::size_t need, std::si
   bytes_ = {owned_.get(), own};
 }
 
+}  // namespace seqattn::detail
+
+namespace seqattn {
+
 std::span<std::byte> WorkspaceBuffer::get(std::size_t bytes) {
   if (storage_.size() < bytes + 64) {
     std::vector<std::byte> grown(bytes + 64);  // may throw: storage_ stays as it was
@@ -44,4 +48,4 @@ std::span<std::byte> WorkspaceBuffer::get(std::size_t bytes) {
   return {storage_.data() + (64 - misaligned) % 64, bytes};
 }
 
-}  // namespace seqattn::detail
+}  // namespace seqattn

@@ -1,6 +1,6 @@
 // A caller's workspace (RunArgs::workspace): the one check every run applies to it, and the
-// grow-only buffer the library's own callers of plans (MultiHeadAttention, the MPI ring, the
-// CLI's bench) hold one in.
+// scratch of a run that got none. The library's own callers of plans (MultiHeadAttention, the
+// MPI ring, the CLI's bench, the Python plans) hold theirs in a seqattn::WorkspaceBuffer.
 #pragma once
 
 #include <hwy/aligned_allocator.h>
@@ -8,7 +8,8 @@
 #include <cstddef>
 #include <span>
 #include <string_view>
-#include <vector>
+
+#include "seqattn/workspace.hpp"
 
 namespace seqattn::detail {
 
@@ -35,16 +36,6 @@ class RunScratch {
  private:
   hwy::AlignedFreeUniquePtr<std::byte[]> owned_;
   std::span<std::byte> bytes_;
-};
-
-// A workspace grown to the largest size asked for, 64-byte aligned; a growth that throws
-// std::bad_alloc keeps the old buffer. One per concurrent run.
-class WorkspaceBuffer {
- public:
-  std::span<std::byte> get(std::size_t bytes);
-
- private:
-  std::vector<std::byte> storage_;  // 64 bytes more than the largest asked: aligned inside
 };
 
 }  // namespace seqattn::detail

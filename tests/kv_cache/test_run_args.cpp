@@ -436,6 +436,31 @@ TEST(RunArgs, LshRunInAWorkspace) {
   }
 }
 
+// WorkspaceBuffer: 64-byte aligned bytes that grow to the largest size asked for and stay:
+// a smaller or equal request returns the same bytes (a steady loop reuses them), a larger one
+// grows; the bytes serve a plan's runs.
+TEST(RunArgs, WorkspaceBufferGrowsAndKeepsItsBytes) {
+  WorkspaceBuffer ws;
+  EXPECT_EQ(ws.capacity(), 0u);
+  const std::span<std::byte> first = ws.get(1000);
+  EXPECT_EQ(first.size(), 1000u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(first.data()) % 64, 0u);
+  EXPECT_EQ(ws.capacity(), 1000u);
+  EXPECT_EQ(ws.get(10).data(), first.data());
+  EXPECT_EQ(ws.get(1000).data(), first.data());
+  const std::span<std::byte> grown = ws.get(100000);
+  EXPECT_EQ(grown.size(), 100000u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(grown.data()) % 64, 0u);
+  EXPECT_EQ(ws.capacity(), 100000u);
+  const AttentionPlan plan = make_plan({1, 2, 2, 9, 9, 8, 8}, {});
+  const OwnedTensor q = make_tensor(1, 2, 9, 8, testing::Layout::kBHSD, 7);
+  OwnedTensor out = make_zeros(1, 2, 9, 8), alone = make_zeros(1, 2, 9, 8);
+  plan.run(q.cview(), q.cview(), q.cview(), out.view,
+           {.workspace = ws.get(*plan.qkv_workspace_bytes())});
+  plan.run(q.cview(), q.cview(), q.cview(), alone.view);
+  EXPECT_TRUE(same_bits(out, alone));
+}
+
 // A plan whose variant takes no workspace says so (nullopt) and refuses one; so do half views,
 // bf16 precision and weights; a short or misaligned workspace is an Error naming it; out is
 // never written.

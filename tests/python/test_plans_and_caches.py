@@ -235,3 +235,63 @@ def test_paged_ragged_batch_equals_each_sequence_alone(rng):
     with pytest.raises(seqattn.UnsupportedError, match="^query_lengths"):
         seqattn.plan(heads_q=h, seq_q=2, seq_k=2, dim=d)(q[:1, :, :2], q[:1, :, :2], q[:1, :, :2],
                                                          query_lengths=[1])
+
+
+@pytest.mark.parametrize("variant,extra", [("dense", {}), ("lsh", {"hashes": 2, "chunk_length": 8,
+                                                                   "qk": "separate"})])
+def test_a_plan_keeps_its_workspace_between_runs(rng, variant, extra):
+    # A run over float32 arrays takes the plan's workspace and keeps it: later runs, with other
+    # key lengths too, reuse those bytes and equal one-shot attention() bit for bit. Runs that
+    # take no workspace (bfloat16 arrays, weights) leave none held.
+    p = seqattn.plan(batch=2, heads_q=4, heads_kv=2, seq_q=33, seq_k=33, dim=16, causal=True,
+                     variant=variant, **extra)
+    assert p.qkv_workspace_bytes > 0 and p.held_workspace_bytes == 0
+    q, k, v = randn(rng, 2, 4, 33, 16), randn(rng, 2, 2, 33, 16), randn(rng, 2, 2, 33, 16)
+    p.run(*(torch.from_numpy(x).bfloat16() for x in (q, k, v)))
+    if variant == "dense":
+        p.run(q, k, v, return_weights=True)
+    assert p.held_workspace_bytes == 0
+    once = dict(causal=True, variant=variant, **extra)
+    for lengths in (None, [5, 33], None):
+        got = p.run(q, k, v, key_lengths=lengths)
+        assert p.held_workspace_bytes == p.qkv_workspace_bytes
+        np.testing.assert_array_equal(got, seqattn.attention(q, k, v, key_lengths=lengths, **once))
+    rounded = seqattn.plan(heads_q=4, heads_kv=2, seq_q=33, seq_k=33, dim=16,
+                           fp32_precision="bf16")
+    assert rounded.qkv_workspace_bytes is None
+    rounded.run(q[:1], k[:1], v[:1])
+    assert rounded.held_workspace_bytes == 0
+
+
+def test_runs_of_one_plan_from_two_threads_get_their_own_results(rng):
+    # One run holds the plan's workspace; a run that finds it taken allocates its own. Either
+    # way each thread gets its inputs' result, round after round.
+    p = seqattn.plan(batch=1, heads_q=4, seq_q=300, seq_k=300, dim=32, causal=True, threads=1)
+    inputs = [[randn(rng, 1, 4, 300, 32) for _ in range(3)] for _ in range(2)]
+    want = [seqattn.attention(*x, causal=True) for x in inputs]
+    failures, barrier = [], threading.Barrier(2)
+
+    def work(i):
+        barrier.wait()
+        for _ in range(20):
+            if not np.array_equal(p.run(*inputs[i]), want[i]):
+                failures.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert p.held_workspace_bytes == p.qkv_workspace_bytes
+
+
+def test_a_decode_plan_keeps_its_workspace(rng):
+    cache = seqattn.KvCache(1, 2, 40, 16, dtype="bfloat16")
+    step = seqattn.plan(cache=cache, heads_q=4, seq_q=1, causal=True)
+    k, v, q = randn(rng, 1, 2, 40, 16), randn(rng, 1, 2, 40, 16), randn(rng, 1, 4, 40, 16)
+    cache.append(k[:, :, :30], v[:, :, :30])
+    for t in range(30, 40):
+        cache.append(k[:, :, t:t + 1], v[:, :, t:t + 1])
+        step.run(q[:, :, t:t + 1], cache=cache)
+        assert step.held_workspace_bytes == step.workspace_bytes > 0

@@ -1,0 +1,33 @@
+// WorkspaceBuffer: a caller's workspace for AttentionPlan::run (RunArgs::workspace), kept
+// between runs.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace seqattn {
+
+// Bytes for RunArgs::workspace, grown to the largest size asked for and kept, 64-byte aligned:
+// a loop that asks each run for plan.workspace_bytes() (over a cache) or
+// *plan.qkv_workspace_bytes() (over q, k, v) allocates on its first run only.
+//
+//   WorkspaceBuffer ws;
+//   for (...) plan.run(q, k, v, out, {.workspace = ws.get(*plan.qkv_workspace_bytes())});
+//
+// A growth that throws std::bad_alloc keeps the old buffer. Not thread-safe: one per
+// concurrent run (a run reads and writes its workspace throughout).
+class WorkspaceBuffer {
+ public:
+  // `bytes` bytes, 64-byte aligned; the same bytes as the last call unless it asks for more
+  // than any call before.
+  std::span<std::byte> get(std::size_t bytes);
+
+  // The most bytes get() can return without growing.
+  std::size_t capacity() const { return storage_.size() < 64 ? 0 : storage_.size() - 64; }
+
+ private:
+  std::vector<std::byte> storage_;  // 64 bytes more than the largest asked: aligned inside
+};
+
+}  // namespace seqattn
