@@ -16,6 +16,7 @@
 
 #include "seqattn/error.hpp"
 #include "tests/dense/flash_cases.hpp"
+#include "tests/support/padding_check.hpp"
 
 namespace flash_test::cases {
 using namespace seqattn;           // NOLINT
@@ -248,6 +249,20 @@ inline void TestWideWindowEqualsDense() {
 }
 
 // A NaN in one query row stays in that row (IEEE propagation) and never crashes.
+// NaN values and infinite keys past the key lengths change no bit of the result: dense and a
+// window, causal or not (padding_check.hpp).
+inline void TestPaddingPastKeyLengthsIsNeverRead() {
+  for (const bool window : {false, true}) {
+    for (const bool causal : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "window " << window << " causal " << causal);
+      AttentionOptions options;
+      options.mask.causal = causal;
+      if (window) options.variant = SlidingWindowSpec{5, causal ? 0 : 3, {2}};
+      expect_padding_never_read(options);
+    }
+  }
+}
+
 inline void TestNonFiniteInputStaysInItsRow() {
   const std::int64_t s = 70, d = 16;
   OwnedTensor q = make_tensor(1, 1, s, d, Layout::kBHSD, 3);

@@ -33,6 +33,7 @@ void TestShapes() { cases::TestShapes(); }
 void TestLayoutsGqaAndCrossAttention() { cases::TestLayoutsGqaAndCrossAttention(); }
 void TestMasks() { cases::TestMasks(); }
 void TestFullyMaskedRowsGiveZeros() { cases::TestFullyMaskedRowsGiveZeros(); }
+void TestPaddingPastKeyLengthsIsNeverRead() { cases::TestPaddingPastKeyLengthsIsNeverRead(); }
 void TestWeightsOutput() { cases::TestWeightsOutput(); }
 void TestMergePartialsOverKeyHalves() { cases::TestMergePartialsOverKeyHalves(); }
 void TestDeterministicAcrossThreadCounts() { cases::TestDeterministicAcrossThreadCounts(); }
@@ -96,6 +97,7 @@ HWY_EXPORT_AND_TEST_P(FlashKernelTest, TestShapes);
 HWY_EXPORT_AND_TEST_P(FlashKernelTest, TestLayoutsGqaAndCrossAttention);
 HWY_EXPORT_AND_TEST_P(FlashKernelTest, TestMasks);
 HWY_EXPORT_AND_TEST_P(FlashKernelTest, TestFullyMaskedRowsGiveZeros);
+HWY_EXPORT_AND_TEST_P(FlashKernelTest, TestPaddingPastKeyLengthsIsNeverRead);
 HWY_EXPORT_AND_TEST_P(FlashKernelTest, TestWeightsOutput);
 HWY_EXPORT_AND_TEST_P(FlashKernelTest, TestMergePartialsOverKeyHalves);
 HWY_EXPORT_AND_TEST_P(FlashKernelTest, TestDeterministicAcrossThreadCounts);

@@ -40,6 +40,9 @@ TEST_P(FlashKernelXsimdTest, LayoutsGqaAndCrossAttention) {
 }
 TEST_P(FlashKernelXsimdTest, Masks) { cases::TestMasks(); }
 TEST_P(FlashKernelXsimdTest, FullyMaskedRowsGiveZeros) { cases::TestFullyMaskedRowsGiveZeros(); }
+TEST_P(FlashKernelXsimdTest, PaddingPastKeyLengthsIsNeverRead) {
+  cases::TestPaddingPastKeyLengthsIsNeverRead();
+}
 TEST_P(FlashKernelXsimdTest, WeightsOutput) { cases::TestWeightsOutput(); }
 TEST_P(FlashKernelXsimdTest, MergePartialsOverKeyHalves) {
   cases::TestMergePartialsOverKeyHalves();

@@ -20,6 +20,7 @@
 #include "src/runtime/cpu_features.hpp"
 #include "tests/half/half_support.hpp"
 #include "tests/reference/reference.hpp"
+#include "tests/support/padding_check.hpp"
 #include "tests/support/scoped_compute_path.hpp"
 #include "tests/support/variant_test_rows.hpp"
 #include "tests/variants/target_loop.hpp"
@@ -180,6 +181,20 @@ TEST(TilePath, OneAndTwoThreadsGiveTheSameBits) {
       results.push_back(out.storage);
     }
     EXPECT_EQ(results[0], results[1]);
+  }
+}
+
+// The tile products' packing puts zeros past the key lengths too: NaN values and infinite keys
+// there change no bit (padding_check.hpp), dense and a causal window.
+TEST(TilePath, PaddingPastKeyLengthsIsNeverRead) {
+  SKIP_WITHOUT_TILE_PATHS();
+  const ScopedComputePath forced("amx-emulated");
+  for (const bool window : {false, true}) {
+    AttentionOptions options;
+    options.fp32_precision = Fp32Precision::kBf16;
+    options.mask.causal = window;
+    if (window) options.variant = SlidingWindowSpec{5, 0, {}};
+    EXPECT_EQ(testing::expect_padding_never_read(options), "amx-emulated");
   }
 }
 
