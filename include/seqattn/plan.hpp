@@ -92,7 +92,8 @@ class AttentionPlan {
   // planned thread's scratch, counted for this process's SIMD target at full key lengths on the
   // fp32 path (the plan builds the tile tables it needs now and keeps them). With it, a steady
   // prefill loop allocates nothing after its first run (which builds the RoPE rows and the
-  // thread team; tests/kv_cache/test_steady_alloc.cpp counts). nullopt: this plan's runs over
+  // thread team; tests/kv_cache/test_steady_alloc.cpp counts; an LSH run also builds the
+  // windows of a key length its plan has not met yet). nullopt: this plan's runs over
   // q, k, v take no workspace (fp32_precision bf16; with ieee every variant takes one, and
   // its runs then need f32 views and no weights, RunArgs::workspace).
   std::optional<std::size_t> qkv_workspace_bytes() const;

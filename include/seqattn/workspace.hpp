@@ -15,7 +15,8 @@ namespace seqattn {
 //   WorkspaceBuffer ws;
 //   for (...) plan.run(q, k, v, out, {.workspace = ws.get(*plan.qkv_workspace_bytes())});
 //
-// A growth that throws std::bad_alloc keeps the old buffer. Not thread-safe: one per
+// A growth that fails throws std::bad_alloc (also for a size no buffer can hold) and keeps
+// the old buffer. Not thread-safe: one per
 // concurrent run (a run reads and writes its workspace throughout).
 class WorkspaceBuffer {
  public:

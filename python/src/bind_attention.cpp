@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -144,7 +145,8 @@ RunRecord attend_arrays(py::handle q, py::handle k, py::handle v, py::handle out
 // library allocates that run's scratch as it does without a workspace.
 struct HeldWorkspace {
   std::mutex mutex;
-  WorkspaceBuffer buffer;
+  WorkspaceBuffer buffer;            // under mutex
+  std::atomic<std::size_t> held{0};  // buffer.capacity(), readable without the mutex
 };
 
 struct PyPlan {
@@ -157,8 +159,11 @@ struct PyPlan {
 template <class Run>
 RunRecord with_held_workspace(const PyPlan& p, std::optional<std::size_t> bytes, RunArgs args,
                               const Run& run) {
-  std::unique_lock lock(p.held->mutex, std::try_to_lock);
-  if (bytes && lock.owns_lock()) args.workspace = p.held->buffer.get(*bytes);
+  std::unique_lock lock(p.held->mutex, std::defer_lock);
+  if (bytes && lock.try_lock()) {
+    args.workspace = p.held->buffer.get(*bytes);
+    p.held->held = p.held->buffer.capacity();
+  }
   return run(args);
 }
 
@@ -335,7 +340,7 @@ void register_attention(py::module_& m) {
       .def_property_readonly("qkv_workspace_bytes",
                              [](const PyPlan& p) { return p.plan->qkv_workspace_bytes(); })
       .def_property_readonly("held_workspace_bytes",
-                             [](const PyPlan& p) { return p.held->buffer.capacity(); });
+                             [](const PyPlan& p) { return p.held->held.load(); });
 }
 
 }  // namespace seqattn::python

@@ -40,6 +40,7 @@ RunScratch::RunScratch(std::span<std::byte> workspace, std::size_t need, std::si
 namespace seqattn {
 
 std::span<std::byte> WorkspaceBuffer::get(std::size_t bytes) {
+  if (bytes > storage_.max_size() - 64) throw std::bad_alloc();  // bytes + 64 would wrap
   if (storage_.size() < bytes + 64) {
     std::vector<std::byte> grown(bytes + 64);  // may throw: storage_ stays as it was
     storage_.swap(grown);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <new>
 #include <optional>
 #include <span>
 #include <variant>
@@ -399,14 +401,20 @@ TEST(RunArgs, LshRunInAWorkspace) {
   struct Case {
     bool shared, causal;
     int threads;
-    std::int64_t b, hq, hkv, s, d, chunk, hashes, buckets;
+    std::int64_t b, hq, hkv, s, d, chunk, hashes, buckets, first_length;
+    std::uint32_t seed = 71;  // of the inputs: far enough from bucket boundaries (below)
   };
-  // S 2100 takes 4 buckets: with the automatic 64, some of its 4200 rows per round fall within
-  // the hash margin below, where float32 and float64 may choose different buckets.
-  for (const Case& c :
-       {Case{true, false, 2, 2, 2, 2, 17, 3, 4, 2, 0},
-        Case{false, true, 2, 2, 4, 2, 80, 16, 8, 3, 0}, Case{true, true, 1, 1, 1, 1, 1, 4, 1, 1, 0},
-        Case{false, true, 2, 1, 2, 1, 2100, 16, 64, 2, 4}}) {
+  // S 2100 and 4096 take 4 buckets: with the automatic 64, some of their rows fall within the
+  // hash margin below, where float32 and float64 may choose different buckets. The last case
+  // (D 128, chunk 64) has calls of both kernel paths: a full call (2112 keys) passes the
+  // kernel's packing budget and carves a ring of tiles, while the one call of key length 1600
+  // (1664 keys) packs them all, which takes more (the plan once counted full calls only, and
+  // this run threw).
+  for (const Case& c : {Case{true, false, 2, 2, 2, 2, 17, 3, 4, 2, 0, 9},
+                        Case{false, true, 2, 2, 4, 2, 80, 16, 8, 3, 0, 41},
+                        Case{true, true, 1, 1, 1, 1, 1, 4, 1, 1, 0, 1},
+                        Case{false, true, 2, 1, 2, 1, 2100, 16, 64, 2, 4, 0},
+                        Case{false, false, 1, 2, 2, 1, 4096, 128, 64, 1, 4, 1600, 131}}) {
     SCOPED_TRACE(::testing::Message() << "shared " << c.shared << " causal " << c.causal << " S "
                                       << c.s << " threads " << c.threads);
     LshSpec spec;
@@ -420,7 +428,7 @@ TEST(RunArgs, LshRunInAWorkspace) {
     options.mask.causal = c.causal;
     options.threads = c.threads;
     const AttentionPlan plan = make_plan({c.b, c.hq, c.hkv, c.s, c.s, c.d, c.d}, options);
-    const WorkspaceRun r = expect_workspace_run(plan, 71, c.s / 2 + 1, true);
+    const WorkspaceRun r = expect_workspace_run(plan, c.seed, c.first_length, true);
     // Inputs far enough from a bucket boundary that float32 and float64 hash alike.
     EXPECT_GE(reference::lsh_hash_margin(r.q.cview(), spec), 1e-6);
     if (!c.shared) {
@@ -452,6 +460,8 @@ TEST(RunArgs, WorkspaceBufferGrowsAndKeepsItsBytes) {
   EXPECT_EQ(grown.size(), 100000u);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(grown.data()) % 64, 0u);
   EXPECT_EQ(ws.capacity(), 100000u);
+  EXPECT_THROW(ws.get(std::numeric_limits<std::size_t>::max()), std::bad_alloc);
+  EXPECT_EQ(ws.get(100000).data(), grown.data());  // a failed growth keeps the bytes
   const AttentionPlan plan = make_plan({1, 2, 2, 9, 9, 8, 8}, {});
   const OwnedTensor q = make_tensor(1, 2, 9, 8, testing::Layout::kBHSD, 7);
   OwnedTensor out = make_zeros(1, 2, 9, 8), alone = make_zeros(1, 2, 9, 8);

@@ -67,9 +67,10 @@ TEST(Lsh, GqaKeyLengthsAndLayouts) {
   }
 }
 
-// Segments whose chunk windows start differently but have the same extents: the kernel gets
-// one ChunkWindows per thread, its rows rewritten in place per segment, so the kernel must not
-// keep the first segment's block mask (the windows' structure is not fixed). Key length 4106
+// Segments whose chunk windows start differently but have the same extents: each geometry
+// (rows, previous chunk, its length) has its own kept ChunkWindows (lsh_windows.hpp), so a
+// segment must not get another's windows and block mask; when one structure was rewritten in
+// place per segment, a kept mask dropped keys (the case below failed). Key length 4106
 // in chunks of 256 runs segments of 8, 8 and 1 chunks, the first after the short last chunk
 // (10 keys); 4321 in chunks of 64 does the same on AVX2's 16-key tiles. Keeping the mask
 // measurably dropped keys 0..191 of the middle segment.

@@ -103,12 +103,7 @@ class PairRounds {
   // threads: the team this pair has to itself (1 when pairs run in parallel).
   PairRounds(const Problem& p, const LshConfig& c, const WindowStore& windows, LshScratch& w,
              int threads)
-      : p_(p),
-        c_(c),
-        windows_(windows),
-        w_(w),
-        threads_(threads),
-        group_(c.shared ? 1 : p.group()) {}
+      : p_(p), c_(c), store_(windows), w_(w), threads_(threads), group_(c.shared ? 1 : p.group()) {}
 
   void run(std::int64_t b, std::int64_t hk);
 
@@ -125,7 +120,7 @@ class PairRounds {
 
   const Problem& p_;
   const LshConfig& c_;
-  const WindowStore& windows_;
+  const WindowStore& store_;
   LshScratch& w_;
   int threads_;
   std::int64_t group_;
@@ -265,7 +260,7 @@ void PairRounds::segment(std::int64_t t0, std::int64_t t1) {
     w_.query_pos[static_cast<size_t>(gr)] = pos;
   });
   // The windows depend on the segment's geometry alone; the rules on positions are this call's.
-  const std::shared_ptr<const ChunkWindows> windows = windows_.get(rows, prefix, prev_len);
+  const std::shared_ptr<const ChunkWindows> windows = store_.get(rows, prefix, prev_len);
   SlotRule rule;
   rule.excluded_offset = c_.shared ? prefix : -1;
   rule.query = p_.mask.causal ? w_.query_pos.data() : nullptr;
@@ -340,7 +335,7 @@ void PairRounds::finish() {
 // The pair threads and each one's team: pairs in parallel when there are enough of them; else
 // one pair at a time on every thread.
 struct Teams {
-  int pairs = 1, kernel = 1;
+  int pair_threads = 1, kernel_threads = 1;
 };
 Teams teams_of(const Problem& p) {
   const int pairs = static_cast<int>(std::min<std::int64_t>(p.threads, p.batch() * p.heads_kv()));
@@ -351,31 +346,34 @@ Teams teams_of(const Problem& p) {
 LshScratch* carve_scratch(const Problem& p, const LshConfig& c, std::size_t calls_bytes,
                           ScratchArena& arena) {
   const Teams t = teams_of(p);
-  return carve_objects<LshScratch>(arena, t.pairs, p, c, t.kernel, calls_bytes);
+  return carve_objects<LshScratch>(arena, t.pair_threads, p, c, t.kernel_threads, calls_bytes);
 }
 
 }  // namespace
 
-std::size_t lsh_calls_bytes(const Problem& p, const LshConfig& c, const WindowStore& windows) {
+std::size_t lsh_calls_bytes(const Problem& p, const LshConfig& c) {
   const Teams t = teams_of(p);
   ScratchArena shape;  // counts only: the buffers' extents, no data
-  const LshScratch w(p, c, t.kernel, 0, shape);
+  const LshScratch w(p, c, t.kernel_threads, 0, shape);
   const std::int64_t group = c.shared ? 1 : p.group(), len = p.seq_k();
-  const std::int64_t chunks = (len + c.chunk - 1) / c.chunk, seg = lsh_segment_chunks(c.chunk);
-  const std::int64_t prefix = chunks > 1 ? c.chunk : 0;
+  const std::int64_t most_rows = std::min(len, lsh_segment_chunks(c.chunk) * c.chunk);
+  // A call's workspace is not monotone in its keys: a call whose pair passes the kernel's
+  // packing budget takes the banded path and carves a ring of the tiles its band touches,
+  // while a shorter one that fits packs every key, which can be more (D 128, chunk 64: 2112
+  // keys take a 1 MiB ring, 1664 keys pack 1.6 MiB). So every call a key length can give is
+  // counted: each row count with a whole previous chunk in front (prev_len = c, the widest
+  // first window), and the single-chunk calls (no prefix). Temporary windows: the store keeps
+  // what runs meet.
   std::size_t most = 0;
-  auto count = [&](std::int64_t rows, std::int64_t prev_len) {
-    const auto keys = windows.get(rows, prefix, prev_len);
-    most = std::max(most, flash_workspace_bytes(
-                              segment_call(p, group, rows, prefix + rows, t.kernel, w), *keys));
-  };
-  // Every segment at full length (the first sees the last chunk, the others a whole one), and
-  // the widest first segment a shorter length gives: the most keys and the widest band.
-  count(std::min(len, seg * c.chunk), prefix);
-  for (std::int64_t t0 = 0; t0 < chunks; t0 += seg) {
-    const std::int64_t rows = std::min((t0 + seg) * c.chunk, len) - t0 * c.chunk;
-    const std::int64_t prev = (t0 - 1 + chunks) % chunks;
-    count(rows, chunks > 1 ? std::min(c.chunk, len - prev * c.chunk) : 0);
+  for (const std::int64_t prefix : {std::int64_t{0}, c.chunk}) {
+    if (prefix > 0 && len <= c.chunk) break;  // every length is a single chunk
+    const std::int64_t top = prefix == 0 ? std::min(most_rows, c.chunk) : most_rows;
+    for (std::int64_t rows = 1; rows <= top; ++rows) {
+      const ChunkWindows keys(rows, prefix, prefix, c.chunk);
+      most = std::max(most,
+                      flash_workspace_bytes(
+                          segment_call(p, group, rows, prefix + rows, t.kernel_threads, w), keys));
+    }
   }
   return most;
 }
@@ -400,8 +398,8 @@ void lsh_forward(const Problem& p, const LshConfig& config, const WindowStore& w
   const Teams t = teams_of(p);
   const std::int64_t pairs = p.batch() * p.heads_kv();
   std::exception_ptr failure;
-  RunOnTeam(t.pairs, [&](const auto& team) {
-    PairRounds rounds(p, config, windows, spaces[team.thread()], t.kernel);
+  RunOnTeam(t.pair_threads, [&](const auto& team) {
+    PairRounds rounds(p, config, windows, spaces[team.thread()], t.kernel_threads);
     team.for_dynamic(pairs, [&](std::int64_t pair) {
       try {
         rounds.run(pair / p.heads_kv(), pair % p.heads_kv());

@@ -22,8 +22,8 @@ struct LshConfig {
 };
 
 // The largest workspace any kernel call of a run of p takes on this SIMD target (the fp32
-// path), counted at full key lengths; builds the calls' windows into `windows`.
-std::size_t lsh_calls_bytes(const Problem& p, const LshConfig& config, const WindowStore& windows);
+// path), whatever the key lengths: every call size is counted (lsh_rounds.cpp says why).
+std::size_t lsh_calls_bytes(const Problem& p, const LshConfig& config);
 
 // The scratch a run of p carves (what a caller's workspace holds), given lsh_calls_bytes.
 std::size_t lsh_workspace_bytes(const Problem& p, const LshConfig& config, std::size_t calls_bytes);

@@ -152,8 +152,10 @@ class LshVariant final : public AttentionVariant {
 
   void run(const Problem& p, const VariantSpec& spec) const override {
     const Rotations r = resolve(std::get<LshSpec>(spec), p.seq_k(), p.dim());
-    const WindowStore windows(r.config.chunk);
-    lsh_forward(p, r.config, windows, fp32_calls(p) ? lsh_calls_bytes(p, r.config, windows) : 0);
+    // One run: its kernel calls allocate their own scratch rather than count every call size
+    // (lsh_calls_bytes: worth it once per plan, not per call).
+    const WindowStore windows(r.config.chunk, WindowStore::capacity_for(p.batch()));
+    lsh_forward(p, r.config, windows, 0);
   }
 
   std::shared_ptr<const PreparedVariant> prepare(const Problem& p,
@@ -174,8 +176,8 @@ class LshVariant final : public AttentionVariant {
    public:
     Prepared(const Problem& planned, Rotations r)
         : r_(std::move(r)),
-          windows_(r_.config.chunk),
-          calls_bytes_(lsh_calls_bytes(planned, config(), windows_)),
+          windows_(r_.config.chunk, WindowStore::capacity_for(planned.batch())),
+          calls_bytes_(lsh_calls_bytes(planned, config())),
           target_(simd::backend_target_name()) {}
     void run(const Problem& p) const override {
       lsh_forward(p, config(), windows_, fp32_calls(p) ? calls_bytes(p) : 0);
@@ -192,8 +194,7 @@ class LshVariant final : public AttentionVariant {
       return c;
     }
     std::size_t calls_bytes(const Problem& p) const {
-      return simd::backend_target_name() == target_ ? calls_bytes_
-                                                    : lsh_calls_bytes(p, config(), windows_);
+      return simd::backend_target_name() == target_ ? calls_bytes_ : lsh_calls_bytes(p, config());
     }
 
     Rotations r_;

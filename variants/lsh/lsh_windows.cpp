@@ -20,10 +20,13 @@ ChunkWindows::ChunkWindows(std::int64_t rows, std::int64_t prefix, std::int64_t 
 std::shared_ptr<const ChunkWindows> WindowStore::get(std::int64_t rows, std::int64_t prefix,
                                                      std::int64_t prev_len) const {
   const std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& w : kept_) {
-    if (w->is(rows, prefix, prev_len)) return w;
+  const auto hit = std::find_if(kept_.begin(), kept_.end(),
+                                [&](const auto& w) { return w->matches(rows, prefix, prev_len); });
+  if (hit != kept_.end()) {
+    std::rotate(hit, hit + 1, kept_.end());  // now the most recently used, at the back
+    return kept_.back();
   }
-  if (kept_.size() == kMaxKept) kept_.erase(kept_.begin());  // a run still using it holds a copy
+  if (kept_.size() >= capacity_) kept_.erase(kept_.begin());
   kept_.push_back(std::make_shared<const ChunkWindows>(rows, prefix, prev_len, chunk_));
   return kept_.back();
 }

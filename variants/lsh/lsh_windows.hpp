@@ -5,6 +5,8 @@
 // depend on the data (a row's own key, causal positions) go with the call (SlotRule).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -29,7 +31,7 @@ class ChunkWindows final : public KeyStructure {
 
   std::int64_t rows() const { return static_cast<std::int64_t>(rows_.size()); }
   std::int64_t keys() const { return prefix_ + rows(); }
-  bool is(std::int64_t rows, std::int64_t prefix, std::int64_t prev_len) const {
+  bool matches(std::int64_t rows, std::int64_t prefix, std::int64_t prev_len) const {
     return this->rows() == rows && prefix_ == prefix && prev_len_ == prev_len;
   }
 
@@ -39,21 +41,28 @@ class ChunkWindows final : public KeyStructure {
 };
 
 // The windows a plan's calls have met, shared by its concurrent runs (thread-safe). A lookup
-// that finds one copies a shared_ptr (no allocation); a new geometry builds one. Calls of one
-// key length meet at most three (first, middle and last segment), so the store keeps the
-// kMaxKept most recent: a loop over a few lengths builds nothing after its first pass, and one
-// over ever new lengths holds bounded memory.
+// that finds one copies a shared_ptr (no allocation) and marks it the most recently used; a
+// new geometry builds one. A key length gives at most two geometries of its own (its first and
+// last segments; the middle ones are every length's), so a store of `capacity` >= 2·B + 8 holds
+// a whole batch's: a loop over a few sets of lengths builds nothing after its first pass, and
+// one over ever new lengths holds bounded memory (the least recently used goes; a run still
+// using it holds its own reference).
 class WindowStore {
  public:
-  explicit WindowStore(std::int64_t chunk) : chunk_(chunk) {}
+  WindowStore(std::int64_t chunk, std::size_t capacity) : chunk_(chunk), capacity_(capacity) {}
   std::shared_ptr<const ChunkWindows> get(std::int64_t rows, std::int64_t prefix,
                                           std::int64_t prev_len) const;
 
+  // The capacity for a plan over `batch` sequences.
+  static std::size_t capacity_for(std::int64_t batch) {
+    return std::max<std::size_t>(24, 2 * static_cast<std::size_t>(batch) + 8);
+  }
+
  private:
-  static constexpr std::size_t kMaxKept = 24;
   std::int64_t chunk_;
+  std::size_t capacity_;
   mutable std::mutex mutex_;
-  mutable std::vector<std::shared_ptr<const ChunkWindows>> kept_;  // oldest first
+  mutable std::vector<std::shared_ptr<const ChunkWindows>> kept_;  // least recently used first
 };
 
 }  // namespace seqattn::detail
