@@ -16,8 +16,8 @@ namespace seqattn {
 //   for (...) plan.run(q, k, v, out, {.workspace = ws.get(*plan.qkv_workspace_bytes())});
 //
 // A growth that fails throws std::bad_alloc (also for a size no buffer can hold) and keeps
-// the old buffer. Not thread-safe: one per
-// concurrent run (a run reads and writes its workspace throughout).
+// the old buffer. Not thread-safe: one per concurrent run (a run reads and writes its
+// workspace throughout).
 class WorkspaceBuffer {
  public:
   // `bytes` bytes, 64-byte aligned; the same bytes as the last call unless it asks for more

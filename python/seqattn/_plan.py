@@ -161,7 +161,7 @@ class Plan:
         """Scratch bytes this plan keeps between runs: the largest workspace a run took. A run
         reuses it when no other thread's run of this plan holds it (it then allocates its own,
         as do runs over half arrays or with return_weights), so a steady loop of runs does not
-        allocate the library's scratch again."""
+        allocate the library's scratch again. It is kept for the plan's life."""
         return self._plan.held_workspace_bytes
 
     def run(self, q, k=None, v=None, *, cache=None, sequences=None, out=None, key_lengths=None,

@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "seqattn/error.hpp"
+#include "seqattn/workspace.hpp"
 #include "src/runtime/checked_size.hpp"
-#include "src/runtime/workspace.hpp"
 
 namespace seqattn::cli {
 namespace {

@@ -11,8 +11,8 @@
 #include "seqattn/error.hpp"
 #include "seqattn/paged_kv_cache.hpp"
 #include "seqattn/plan.hpp"
+#include "seqattn/workspace.hpp"
 #include "src/cli/commands.hpp"
-#include "src/runtime/workspace.hpp"
 
 namespace seqattn::cli {
 namespace {

@@ -31,6 +31,13 @@ std::size_t FlashWorkspaceBytesOnTarget(const Problem& p, const KeyStructure& ke
   }
   return FlashWorkspaceBytes<Ops, Fp32Products<Ops>>(p, keys);
 }
+bool FlashStreamsBandOnTarget(const Problem& p, const KeyStructure& keys) {
+  using Ops = simd::HWY_NAMESPACE::FloatOps;
+  if (p.compute_path == ComputePath::kAmxBf16 || p.compute_path == ComputePath::kAmxEmulated) {
+    return FlashStreamsBand<Ops, TileProducts<Ops>>(p, keys);
+  }
+  return FlashStreamsBand<Ops, Fp32Products<Ops>>(p, keys);
+}
 }  // namespace seqattn::detail::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -41,6 +48,7 @@ namespace seqattn::detail {
 
 HWY_EXPORT(FlashForwardOnTarget);
 HWY_EXPORT(FlashWorkspaceBytesOnTarget);
+HWY_EXPORT(FlashStreamsBandOnTarget);
 
 bool tile_paths_built() { return true; }
 
@@ -50,6 +58,10 @@ void flash_forward(const Problem& p, const KeyStructure& keys) {
 
 std::size_t flash_workspace_bytes(const Problem& p, const KeyStructure& keys) {
   return HWY_DYNAMIC_DISPATCH(FlashWorkspaceBytesOnTarget)(p, keys);
+}
+
+bool flash_streams_band(const Problem& p, const KeyStructure& keys) {
+  return HWY_DYNAMIC_DISPATCH(FlashStreamsBandOnTarget)(p, keys);
 }
 
 }  // namespace seqattn::detail

@@ -15,6 +15,13 @@ void flash_forward(const Problem& p, const KeyStructure& keys);
 // when the structure is fixed()).
 std::size_t flash_workspace_bytes(const Problem& p, const KeyStructure& keys);
 
+// Whether flash_forward streams each (batch, kv head) pair of p through a ring of key tiles
+// (the banded path: a local structure whose pair passes the packing budget) rather than
+// packing pairs whole, on this SIMD target. Its workspace is not monotone in the keys across
+// that switch: a pair packed whole carves all its keys, a banded one a ring of its band. A
+// variant sizing calls of many sizes (LSH's) asks where the switch is.
+bool flash_streams_band(const Problem& p, const KeyStructure& keys);
+
 // The softmax variants' run: the flash kernel, then, when weights are asked for, a row pass
 // that forms them (so out and lse never depend on whether they were asked).
 void softmax_forward(const Problem& p, const KeyStructure& keys);

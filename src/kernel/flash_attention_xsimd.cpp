@@ -28,4 +28,8 @@ std::size_t flash_workspace_bytes(const Problem& p, const KeyStructure& keys) {
   return current_xsimd_flash().workspace_bytes(p, keys);
 }
 
+bool flash_streams_band(const Problem& p, const KeyStructure& keys) {
+  return current_xsimd_flash().streams_band(p, keys);
+}
+
 }  // namespace seqattn::detail

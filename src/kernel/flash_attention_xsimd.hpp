@@ -12,6 +12,7 @@ namespace seqattn::detail {
 struct XsimdFlashEntry {
   void (*forward)(const Problem& p, const KeyStructure& keys);
   std::size_t (*workspace_bytes)(const Problem& p, const KeyStructure& keys);
+  bool (*streams_band)(const Problem& p, const KeyStructure& keys);
   // 2^x for x <= 0 over n floats (the softmax's exp, exposed for the accuracy test).
   void (*exp2_non_positive)(const float* in, float* out, size_t n);
 };

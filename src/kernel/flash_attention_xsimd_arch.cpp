@@ -25,12 +25,15 @@ void Forward(const Problem& p, const KeyStructure& keys) { FlashForward<Ops>(p, 
 std::size_t WorkspaceBytes(const Problem& p, const KeyStructure& keys) {
   return FlashWorkspaceBytes<Ops>(p, keys);
 }
+bool StreamsBand(const Problem& p, const KeyStructure& keys) {
+  return FlashStreamsBand<Ops>(p, keys);
+}
 void Exp2(const float* in, float* out, size_t n) { Exp2NonPositiveSpan<Ops>(in, out, n); }
 }  // namespace seqattn::detail::SEQATTN_XSIMD_NAMESPACE
 
 namespace seqattn::detail {
 XsimdFlashEntry SEQATTN_XSIMD_ENTRY() {
   return {&SEQATTN_XSIMD_NAMESPACE::Forward, &SEQATTN_XSIMD_NAMESPACE::WorkspaceBytes,
-          &SEQATTN_XSIMD_NAMESPACE::Exp2};
+          &SEQATTN_XSIMD_NAMESPACE::StreamsBand, &SEQATTN_XSIMD_NAMESPACE::Exp2};
 }
 }  // namespace seqattn::detail

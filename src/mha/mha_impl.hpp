@@ -12,11 +12,11 @@
 
 #include "seqattn/mha.hpp"
 #include "seqattn/plan.hpp"
+#include "seqattn/workspace.hpp"
 #include "src/core/problem.hpp"
 #include "src/gemm/gemm_bf16_tiles.hpp"
 #include "src/runtime/checked_size.hpp"
 #include "src/runtime/validate.hpp"
-#include "src/runtime/workspace.hpp"
 
 namespace seqattn {
 

@@ -8,12 +8,12 @@
 
 #include "seqattn/error.hpp"
 #include "seqattn/mpi/ring.hpp"
+#include "seqattn/workspace.hpp"
 #include "src/mpi/block_plans.hpp"
 #include "src/mpi/collective_check.hpp"
 #include "src/mpi/kv_pack.hpp"
 #include "src/mpi/ring_agreement.hpp"
 #include "src/mpi/ring_geometry.hpp"
-#include "src/runtime/workspace.hpp"
 
 namespace seqattn::mpi {
 namespace {

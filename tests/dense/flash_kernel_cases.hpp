@@ -248,9 +248,9 @@ inline void TestWideWindowEqualsDense() {
   }
 }
 
-// A NaN in one query row stays in that row (IEEE propagation) and never crashes.
 // NaN values and infinite keys past the key lengths change no bit of the result: dense and a
-// window, causal or not (padding_check.hpp).
+// window, causal or not; RoPE (keys packed row by row); and a window over S 4500 at D 64, whose
+// pairs pass the packing budget and stream through the banded path (padding_check.hpp).
 inline void TestPaddingPastKeyLengthsIsNeverRead() {
   for (const bool window : {false, true}) {
     for (const bool causal : {false, true}) {
@@ -261,8 +261,15 @@ inline void TestPaddingPastKeyLengthsIsNeverRead() {
       expect_padding_never_read(options);
     }
   }
+  AttentionOptions rope;
+  rope.rope = RotaryEmbedding{};
+  expect_padding_never_read(rope);
+  AttentionOptions banded;
+  banded.variant = SlidingWindowSpec{40, 8, {}};
+  expect_padding_never_read(banded, 4500, 64);
 }
 
+// A NaN in one query row stays in that row (IEEE propagation) and never crashes.
 inline void TestNonFiniteInputStaysInItsRow() {
   const std::int64_t s = 70, d = 16;
   OwnedTensor q = make_tensor(1, 1, s, d, Layout::kBHSD, 3);

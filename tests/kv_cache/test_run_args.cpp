@@ -461,7 +461,7 @@ TEST(RunArgs, WorkspaceBufferGrowsAndKeepsItsBytes) {
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(grown.data()) % 64, 0u);
   EXPECT_EQ(ws.capacity(), 100000u);
   EXPECT_THROW(ws.get(std::numeric_limits<std::size_t>::max()), std::bad_alloc);
-  EXPECT_EQ(ws.get(100000).data(), grown.data());  // a failed growth keeps the bytes
+  EXPECT_EQ(ws.get(100000).data(), grown.data());  // a refused size keeps the bytes
   const AttentionPlan plan = make_plan({1, 2, 2, 9, 9, 8, 8}, {});
   const OwnedTensor q = make_tensor(1, 2, 9, 8, testing::Layout::kBHSD, 7);
   OwnedTensor out = make_zeros(1, 2, 9, 8), alone = make_zeros(1, 2, 9, 8);

@@ -18,13 +18,15 @@
 
 namespace seqattn::testing {
 
-// attend() with `options` over B = 3 sequences of S 70 (lengths 37, 64 and 1: inside a key tile,
-// on a tile edge, one key), GQA, dense or the options' window: first with finite padding,
+// attend() with `options` over B = 3 sequences of `seq` keys of `dim` (lengths seq / 2 + 3, 64
+// and 1: inside a key tile, on a tile edge, one key), GQA: first with finite padding,
 // then with the values past each length NaN and the keys +Inf. The two outs have the same bits
 // and no NaN. Returns the second run's compute path.
-inline std::string expect_padding_never_read(AttentionOptions options) {
-  constexpr std::int64_t kB = 3, kHq = 4, kHkv = 2, kS = 70, kD = 16;
-  const std::vector<std::int64_t> lengths{37, 64, 1};
+inline std::string expect_padding_never_read(AttentionOptions options, std::int64_t seq = 70,
+                                             std::int64_t dim = 16) {
+  constexpr std::int64_t kB = 3, kHq = 4, kHkv = 2;
+  const std::int64_t kS = seq, kD = dim;
+  const std::vector<std::int64_t> lengths{seq / 2 + 3, 64, 1};
   options.mask.key_lengths = lengths;
   const OwnedTensor q = make_tensor(kB, kHq, kS, kD, Layout::kBHSD, 21);
   OwnedTensor k = make_tensor(kB, kHkv, kS, kD, Layout::kBHSD, 22);

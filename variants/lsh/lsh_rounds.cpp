@@ -357,23 +357,41 @@ std::size_t lsh_calls_bytes(const Problem& p, const LshConfig& c) {
   const LshScratch w(p, c, t.kernel_threads, 0, shape);
   const std::int64_t group = c.shared ? 1 : p.group(), len = p.seq_k();
   const std::int64_t most_rows = std::min(len, lsh_segment_chunks(c.chunk) * c.chunk);
-  // A call's workspace is not monotone in its keys: a call whose pair passes the kernel's
-  // packing budget takes the banded path and carves a ring of the tiles its band touches,
-  // while a shorter one that fits packs every key, which can be more (D 128, chunk 64: 2112
-  // keys take a 1 MiB ring, 1664 keys pack 1.6 MiB). So every call a key length can give is
-  // counted: each row count with a whole previous chunk in front (prev_len = c, the widest
-  // first window), and the single-chunk calls (no prefix). Temporary windows: the store keeps
-  // what runs meet.
+  // A call of `rows` query slots after `prefix` keys of the previous chunk (prev_len = prefix:
+  // the widest first window; a shorter last chunk only narrows it). Temporary windows: the
+  // store keeps what runs meet.
+  auto call = [&](std::int64_t rows, std::int64_t prefix, const auto& ask) {
+    const ChunkWindows keys(rows, prefix, prefix, c.chunk);
+    return ask(segment_call(p, group, rows, prefix + rows, t.kernel_threads, w), keys);
+  };
+  auto bytes = [&](std::int64_t rows, std::int64_t prefix) {
+    return call(rows, prefix, [](const Problem& q, const ChunkWindows& k) {
+      return flash_workspace_bytes(q, k);
+    });
+  };
+  auto banded = [&](std::int64_t rows, std::int64_t prefix) {
+    return call(rows, prefix,
+                [](const Problem& q, const ChunkWindows& k) { return flash_streams_band(q, k); });
+  };
+  // Calls of every length up to the largest: with a previous chunk in front, and single-chunk
+  // lengths without. A call's workspace grows with its rows on each of the kernel's paths,
+  // but not across the switch: a call whose pair passes the packing budget streams a ring of
+  // its band, while a shorter one that fits packs every key, which can take more (D 128,
+  // chunk 64: 2112 keys carve a 1 MiB ring, the 1664 of key length 1600 pack 1.6 MiB). So the
+  // most is the largest call's or that of the largest call packed whole, found by bisection
+  // (the switch is monotone in the keys).
   std::size_t most = 0;
   for (const std::int64_t prefix : {std::int64_t{0}, c.chunk}) {
     if (prefix > 0 && len <= c.chunk) break;  // every length is a single chunk
     const std::int64_t top = prefix == 0 ? std::min(most_rows, c.chunk) : most_rows;
-    for (std::int64_t rows = 1; rows <= top; ++rows) {
-      const ChunkWindows keys(rows, prefix, prefix, c.chunk);
-      most = std::max(most,
-                      flash_workspace_bytes(
-                          segment_call(p, group, rows, prefix + rows, t.kernel_threads, w), keys));
+    most = std::max(most, bytes(top, prefix));
+    if (!banded(top, prefix) || banded(1, prefix)) continue;
+    std::int64_t whole = 1, streamed = top;  // whole packs pairs whole, streamed does not
+    while (streamed - whole > 1) {
+      const std::int64_t mid = whole + (streamed - whole) / 2;
+      (banded(mid, prefix) ? streamed : whole) = mid;
     }
+    most = std::max(most, bytes(whole, prefix));
   }
   return most;
 }

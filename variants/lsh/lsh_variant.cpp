@@ -150,13 +150,8 @@ class LshVariant final : public AttentionVariant {
     return cost;
   }
 
-  void run(const Problem& p, const VariantSpec& spec) const override {
-    const Rotations r = resolve(std::get<LshSpec>(spec), p.seq_k(), p.dim());
-    // One run: its kernel calls allocate their own scratch rather than count every call size
-    // (lsh_calls_bytes: worth it once per plan, not per call).
-    const WindowStore windows(r.config.chunk, WindowStore::capacity_for(p.batch()));
-    lsh_forward(p, r.config, windows, 0);
-  }
+  // Only through a plan (attend() makes one): the plan's part, once.
+  void run(const Problem& p, const VariantSpec& spec) const override { prepare(p, spec)->run(p); }
 
   std::shared_ptr<const PreparedVariant> prepare(const Problem& p,
                                                  const VariantSpec& spec) const override {

@@ -30,7 +30,6 @@ class ChunkWindows final : public KeyStructure {
   bool fixed() const override { return true; }
 
   std::int64_t rows() const { return static_cast<std::int64_t>(rows_.size()); }
-  std::int64_t keys() const { return prefix_ + rows(); }
   bool matches(std::int64_t rows, std::int64_t prefix, std::int64_t prev_len) const {
     return this->rows() == rows && prefix_ == prefix && prev_len_ == prev_len;
   }
@@ -44,9 +43,10 @@ class ChunkWindows final : public KeyStructure {
 // that finds one copies a shared_ptr (no allocation) and marks it the most recently used; a
 // new geometry builds one. A key length gives at most two geometries of its own (its first and
 // last segments; the middle ones are every length's), so a store of `capacity` >= 2·B + 8 holds
-// a whole batch's: a loop over a few sets of lengths builds nothing after its first pass, and
-// one over ever new lengths holds bounded memory (the least recently used goes; a run still
-// using it holds its own reference).
+// a whole batch's: a loop whose key lengths give at most `capacity` geometries (one batch's
+// lengths, run again and again) builds nothing after its first pass, and one over ever new
+// lengths holds bounded memory (the least recently used goes; a run still using it holds its
+// own reference).
 class WindowStore {
  public:
   WindowStore(std::int64_t chunk, std::size_t capacity) : chunk_(chunk), capacity_(capacity) {}
