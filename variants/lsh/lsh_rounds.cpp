@@ -50,21 +50,27 @@ void copy_row(const ConstTensor& t, std::int64_t b, std::int64_t h, std::int64_t
   }
 }
 
-// fn(i, thread) for i in [0, n) over `threads` threads (one pair's work when it has the team
-// to itself), on RunOnTeam: one thread runs a plain loop (no OpenMP region, which allocates a
-// team even for one). An exception may not leave a region, so the first is rethrown after it.
-template <class F>
+// fn(i, thread) for i in [0, n) over `threads` threads, on RunOnTeam: one thread runs a plain
+// loop (no OpenMP region, which allocates a team even for one). Static for a pair's rows (one
+// pair's work when it has the team to itself), dynamic for the pairs themselves. An exception
+// may not leave a region, so the first is rethrown after it.
+template <bool kDynamic = false, class F>
 void for_rows(std::int64_t n, int threads, const F& fn) {
   std::exception_ptr failure;
   RunOnTeam(n > 1 ? threads : 1, [&](const auto& team) {
-    team.for_static(n, [&](std::int64_t i) {
+    const auto caught = [&](std::int64_t i) {
       try {
         fn(i, team.thread());
       } catch (...) {
 #pragma omp critical(seqattn_lsh_rows)
         if (!failure) failure = std::current_exception();
       }
-    });
+    };
+    if constexpr (kDynamic) {
+      team.for_dynamic(n, caught);
+    } else {
+      team.for_static(n, caught);
+    }
   });
   if (failure) std::rethrow_exception(failure);
 }
@@ -414,20 +420,10 @@ void lsh_forward(const Problem& p, const LshConfig& config, const WindowStore& w
   ScratchArena arena(scratch.data(), scratch.size());
   LshScratch* spaces = carve_scratch(p, config, calls_bytes, arena);
   const Teams t = teams_of(p);
-  const std::int64_t pairs = p.batch() * p.heads_kv();
-  std::exception_ptr failure;
-  RunOnTeam(t.pair_threads, [&](const auto& team) {
-    PairRounds rounds(p, config, windows, spaces[team.thread()], t.kernel_threads);
-    team.for_dynamic(pairs, [&](std::int64_t pair) {
-      try {
-        rounds.run(pair / p.heads_kv(), pair % p.heads_kv());
-      } catch (...) {
-#pragma omp critical(seqattn_lsh_failure)
-        if (!failure) failure = std::current_exception();
-      }
-    });
+  for_rows<true>(p.batch() * p.heads_kv(), t.pair_threads, [&](std::int64_t pair, int thread) {
+    PairRounds(p, config, windows, spaces[thread], t.kernel_threads)
+        .run(pair / p.heads_kv(), pair % p.heads_kv());
   });
-  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace seqattn::detail
