@@ -27,6 +27,10 @@ class WorkspaceBuffer {
   // The most bytes get() can return without growing.
   std::size_t capacity() const { return storage_.size() < 64 ? 0 : storage_.size() - 64; }
 
+  // Frees the bytes (capacity() becomes 0; the next get() allocates) and returns how many
+  // get() could have returned. Spans from earlier get() calls dangle after it.
+  std::size_t release();
+
  private:
   std::vector<std::byte> storage_;  // 64 bytes more than the largest asked: aligned inside
 };

@@ -161,8 +161,14 @@ class Plan:
         """Scratch bytes this plan keeps between runs: the largest workspace a run took. A run
         reuses it when no other thread's run of this plan holds it (it then allocates its own,
         as do runs over half arrays or with return_weights), so a steady loop of runs does not
-        allocate the library's scratch again. It is kept for the plan's life."""
+        allocate the library's scratch again. It is kept until release_workspace()."""
         return self._plan.held_workspace_bytes
+
+    def release_workspace(self):
+        """Frees the workspace this plan keeps between runs and returns its size in bytes (0 if
+        none was held). A run in progress in another thread keeps it until that run returns;
+        this call waits for it. The next run that takes a workspace allocates one again."""
+        return self._plan.release_workspace()
 
     def run(self, q, k=None, v=None, *, cache=None, sequences=None, out=None, key_lengths=None,
             mask=None, bias=None, query_lengths=None, return_lse=False, return_weights=False,

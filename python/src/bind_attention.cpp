@@ -199,6 +199,16 @@ RunRecord run_plan(const PyPlan& p, py::handle q, py::handle k, py::handle v, py
       p, bytes, args, [&](const RunArgs& held) { return p.plan->run(a.q, a.k, a.v, a.out, held); });
 }
 
+// Frees the plan's held workspace, after a run holding it (another thread's) ends; returns the
+// bytes freed. The GIL is released while it waits, so that run can finish.
+std::size_t release_workspace(const PyPlan& p) {
+  py::gil_scoped_release unlocked;
+  const std::lock_guard lock(p.held->mutex);
+  const std::size_t freed = p.held->buffer.release();
+  p.held->held = 0;
+  return freed;
+}
+
 // q, out, lse and query lengths of a run over a cache, and the lock that keeps appends out
 // while it reads.
 template <class Cache, class Run>
@@ -330,6 +340,7 @@ void register_attention(py::module_& m) {
            py::arg("weights"), py::arg("layout"))
       .def("run_cache", &run_plan_cache, py::arg("q"), py::arg("cache"), py::arg("out"),
            py::arg("lse"), py::arg("query_lengths"), py::arg("layout"))
+      .def("release_workspace", &release_workspace)
       .def("run_paged", &run_plan_paged, py::arg("q"), py::arg("cache"), py::arg("sequences"),
            py::arg("out"), py::arg("lse"), py::arg("query_lengths"), py::arg("layout"))
       .def_property_readonly("shape", [](const PyPlan& p) { return shape_dict(p.plan->shape()); })

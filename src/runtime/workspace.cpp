@@ -49,4 +49,10 @@ std::span<std::byte> WorkspaceBuffer::get(std::size_t bytes) {
   return {storage_.data() + (64 - misaligned) % 64, bytes};
 }
 
+std::size_t WorkspaceBuffer::release() {
+  const std::size_t freed = capacity();
+  std::vector<std::byte>().swap(storage_);  // clear() would keep the allocation
+  return freed;
+}
+
 }  // namespace seqattn

@@ -469,6 +469,13 @@ TEST(RunArgs, WorkspaceBufferGrowsAndKeepsItsBytes) {
            {.workspace = ws.get(*plan.qkv_workspace_bytes())});
   plan.run(q.cview(), q.cview(), q.cview(), alone.view);
   EXPECT_TRUE(same_bits(out, alone));
+  EXPECT_EQ(ws.release(), 100000u);  // freed: nothing held until the next get()
+  EXPECT_EQ(ws.capacity(), 0u);
+  EXPECT_EQ(ws.release(), 0u);
+  const std::span<std::byte> again = ws.get(64);
+  EXPECT_EQ(again.size(), 64u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(again.data()) % 64, 0u);
+  EXPECT_EQ(ws.capacity(), 64u);
 }
 
 // A plan whose variant takes no workspace says so (nullopt) and refuses one; so do half views,

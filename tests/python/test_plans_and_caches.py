@@ -256,6 +256,11 @@ def test_a_plan_keeps_its_workspace_between_runs(rng, variant, extra):
         got = p.run(q, k, v, key_lengths=lengths)
         assert p.held_workspace_bytes == p.qkv_workspace_bytes
         np.testing.assert_array_equal(got, seqattn.attention(q, k, v, key_lengths=lengths, **once))
+    # Released: nothing held until the next run takes a workspace again, with the same result.
+    assert p.release_workspace() == p.qkv_workspace_bytes
+    assert p.held_workspace_bytes == 0 and p.release_workspace() == 0
+    np.testing.assert_array_equal(p.run(q, k, v), seqattn.attention(q, k, v, **once))
+    assert p.held_workspace_bytes == p.qkv_workspace_bytes
     rounded = seqattn.plan(heads_q=4, heads_kv=2, seq_q=33, seq_k=33, dim=16,
                            fp32_precision="bf16")
     assert rounded.qkv_workspace_bytes is None
