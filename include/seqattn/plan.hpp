@@ -22,6 +22,11 @@ namespace detail {
 struct PlanState;
 }
 
+// The element types of a run's q, k, v and out (AttentionPlan::qkv_workspace_bytes).
+struct QkvDtypes {
+  DType q = DType::kF32, k = DType::kF32, v = DType::kF32, out = DType::kF32;
+};
+
 // The extents a plan is built for: q [B, H_q, S_q, D], k [B, H_kv, S_k, D],
 // v [B, H_kv, S_k, D_v], out [B, H_q, S_q, D_v]. For a plan over a KvCache, S_k is the
 // cache's capacity (the split of the keys over threads is derived from it).
@@ -68,12 +73,13 @@ struct RunArgs {
   // Scratch of the run: at least workspace_bytes() over a cache, qkv_workspace_bytes() over
   // q, k, v; 64-byte aligned; one per concurrent run.
   // Empty = the run allocates it. Over a KvCache or a PagedKvCache, any variant that runs there.
-  // Over q, k, v: every variant, with f32 views, fp32_precision ieee and no weights (the
-  // packed K/V tiles and each thread's scratch; Linformer's projected K and V before them;
-  // linear attention's per-thread buffers and states; hierarchical attention's coarse tokens
-  // and its kernel calls' scratch; LSH attention's hashes, sorted slots, accumulators and its
-  // kernel calls' scratch); half views, bf16 precision and weights allocate beside it and
-  // refuse a workspace (kNotImplemented).
+  // Over q, k, v: every variant, on the fp32 path, without weights (the packed K/V tiles and
+  // each thread's scratch; Linformer's projected K and V before them; linear attention's
+  // per-thread buffers and states; hierarchical attention's coarse tokens and its kernel
+  // calls' scratch; LSH attention's hashes, sorted slots, accumulators and its kernel calls'
+  // scratch; then the fp32 copies of half views, or of f32 views fp32_precision rounds). Runs
+  // on a tile path (bf16 operands with SEQATTN_COMPUTE_PATH forcing one) and runs asking for
+  // weights allocate beside it and refuse a workspace (kNotImplemented).
   std::span<std::byte> workspace{};
 };
 
@@ -93,10 +99,13 @@ class AttentionPlan {
   // fp32 path (the plan builds the tile tables it needs now and keeps them). With it, a steady
   // prefill loop allocates nothing after its first run (which builds the RoPE rows and the
   // thread team; tests/kv_cache/test_steady_alloc.cpp counts; an LSH run also builds the
-  // windows of a key length its plan has not met yet). nullopt: this plan's runs over
-  // q, k, v take no workspace (fp32_precision bf16; with ieee every variant takes one, and
-  // its runs then need f32 views and no weights, RunArgs::workspace).
-  std::optional<std::size_t> qkv_workspace_bytes() const;
+  // windows of a key length its plan has not met yet). `dtypes`: the run's view types. A
+  // half view (or, with fp32_precision bf16, every f32 input) is staged in an fp32 copy at
+  // the workspace's end: each adds 4 bytes an element, rounded up to 64 (bitwise the same
+  // result as without a workspace). nullopt: runs with these dtypes take no workspace (bf16
+  // operands on a tile path, see RunArgs::workspace). Error naming `q.dtype` (k, v, out) for a
+  // type other than f32, bf16 or f16.
+  std::optional<std::size_t> qkv_workspace_bytes(const QkvDtypes& dtypes = {}) const;
 
   // Attention over q, k, v (shapes as planned; any strides; out must not overlap an input).
   // Throws Error, writing nothing, on a bad view. One plan may run from many threads at once.

@@ -147,8 +147,10 @@ class Plan:
 
     @property
     def qkv_workspace_bytes(self):
-        """Scratch bytes a run over q, k, v takes (float32 arrays, no weights), or None when
-        its runs allocate their own (fp32_precision="bf16")."""
+        """Scratch bytes a run over float32 q, k, v takes (no weights): the kernel's, plus
+        float32 copies of q, k and v when fp32_precision="bf16" rounds them. Runs over
+        bfloat16/float16 arrays take more (a float32 copy of each half array). None when such
+        runs allocate their own (a bf16 tile path forced by SEQATTN_COMPUTE_PATH)."""
         return self._plan.qkv_workspace_bytes
 
     @property
@@ -158,10 +160,11 @@ class Plan:
 
     @property
     def held_workspace_bytes(self):
-        """Scratch bytes this plan keeps between runs: the largest workspace a run took. A run
-        reuses it when no other thread's run of this plan holds it (it then allocates its own,
-        as do runs over half arrays or with return_weights), so a steady loop of runs does not
-        allocate the library's scratch again. It is kept until release_workspace()."""
+        """Scratch bytes this plan keeps between runs: the largest workspace a run took (with
+        the float32 copies of half arrays). A run reuses it when no other thread's run of this
+        plan holds it (it then allocates its own, as do runs with return_weights), so a steady
+        loop of runs does not allocate the library's scratch again. It is kept until
+        release_workspace()."""
         return self._plan.held_workspace_bytes
 
     def release_workspace(self):

@@ -167,14 +167,12 @@ RunRecord with_held_workspace(const PyPlan& p, std::optional<std::size_t> bytes,
   return run(args);
 }
 
-// Whether a q/k/v run with these views takes the plan's workspace: f32 views and no weights
-// (and a plan that counts one: fp32_precision ieee). Otherwise it allocates its own.
+// The plan's workspace bytes for a q/k/v run with these views (the fp32 copies of half arrays
+// included), or none: with weights, or on a tile path (the run then allocates its own).
 std::optional<std::size_t> qkv_bytes(const AttentionPlan& plan, const Operands& a,
                                      const RunArgs& args) {
-  const bool f32 = a.q.dtype == DType::kF32 && a.k.dtype == DType::kF32 &&
-                   a.v.dtype == DType::kF32 && a.out.dtype == DType::kF32;
-  if (!f32 || args.weights) return std::nullopt;
-  return plan.qkv_workspace_bytes();
+  if (args.weights) return std::nullopt;
+  return plan.qkv_workspace_bytes({a.q.dtype, a.k.dtype, a.v.dtype, a.out.dtype});
 }
 
 PyPlan make_py_plan(const AttentionShape& shape, const AttentionOptions& options) {

@@ -42,6 +42,8 @@ Resolved resolve(const VariantSpec& requested, const detail::Problem& p) {
   return {as_variant_spec(sel.spec), std::move(sel.reason)};
 }
 
+std::size_t round64(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
+
 // The cache path's structure: the row's rule (none for a variant that does not run over a
 // cache), the split and the workspace.
 void plan_cache_path(detail::PlanState& st) {
@@ -52,7 +54,6 @@ void plan_cache_path(detail::PlanState& st) {
     if (concrete) st.cache_rule = row.over_cache(*concrete);
   }
   st.split = detail::cache_split(s.batch, s.heads_kv, s.heads_q / s.heads_kv, s.seq_q, s.seq_k);
-  auto round64 = [](std::size_t bytes) { return (bytes + 63) / 64 * 64; };
   st.cache_workspace_bytes =
       round64(4 * detail::cache_workspace_floats(st.split, s.batch, s.heads_kv, s.dim, s.dim_v,
                                                  st.planned.threads));
@@ -110,19 +111,14 @@ AttentionPlan make_plan(const AttentionShape& shape, const AttentionOptions& opt
   st->cost = st->impl->cost(st->planned, st->spec);
   st->prepared = st->impl->prepare(st->planned, st->spec);
   plan_cache_path(*st);
-  // A plan rounding f32 q, k, v to bf16 stages them in allocations: no workspace serves it.
-  if (options.fp32_precision == Fp32Precision::kIeee) {
-    st->qkv_workspace_bytes = st->prepared->workspace_bytes(st->planned);
-  }
+  st->qkv_workspace_bytes = st->prepared->workspace_bytes(st->planned);  // on the fp32 path
   return AttentionPlan(std::move(st));
 }
 
 std::size_t AttentionPlan::workspace_bytes() const {
   return state_->tables_end() + state_->staging_bytes;
 }
-std::optional<std::size_t> AttentionPlan::qkv_workspace_bytes() const {
-  return state_->qkv_workspace_bytes;
-}
+
 const AttentionShape& AttentionPlan::shape() const { return state_->shape; }
 Variant AttentionPlan::variant() const { return state_->id; }
 
@@ -177,23 +173,60 @@ bool bf16_operands(const detail::PlanState& st, std::initializer_list<DType> inp
 // rest runs in fp32.
 detail::ComputePath path_for(const detail::PlanState& st, bool bf16) {
   if (!bf16 || !detail::row_of(st.id).tile_kernel) return detail::ComputePath::kFp32;
-  return detail::bf16_path_here().path;
+  return detail::bf16_path_for_runs();
 }
 
-// What a caller's workspace can serve in a run over q, k, v: the variant's scratch
-// (PreparedVariant::workspace_bytes, which every variant reports), with f32 views and no weights.
-// Everything else would allocate beside it, so it is refused rather than half honoured. The
-// variant checks the size for the run's target and key lengths.
-void check_qkv_workspace(const detail::PlanState& st, std::initializer_list<DType> dtypes,
-                         const RunArgs& args) {
-  if (args.workspace.empty()) return;
+// A caller's workspace for a run over q, k, v with these dtypes on `path`: the variant's
+// scratch (PreparedVariant::workspace_bytes, counted on the fp32 path), then the fp32 copies
+// F32Staging makes, in its order (q, k, v, out; each 64-byte aligned): a half view, or an f32
+// input that fp32_precision rounds. Unset (`serves` false) where a workspace cannot serve the
+// run: a tile path, whose packing the variants do not count.
+struct QkvWorkspace {
+  bool serves = false;
+  std::size_t kernel = 0;   // bytes of the variant's part
+  std::size_t staging = 0;  // bytes of the copies after it (from round64(kernel))
+  std::size_t total() const { return staging == 0 ? kernel : round64(kernel) + staging; }
+};
+
+QkvWorkspace qkv_workspace(const detail::PlanState& st, const QkvDtypes& d,
+                           detail::ComputePath path) {
+  QkvWorkspace w;
+  if (!st.qkv_workspace_bytes || path != detail::ComputePath::kFp32) return w;
+  w.serves = true;
+  w.kernel = *st.qkv_workspace_bytes;
+  const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;
+  auto copy = [](const std::array<std::int64_t, 4>& n) {
+    return round64(4 * static_cast<std::size_t>(n[0] * n[1] * n[2] * n[3]));
+  };
+  const detail::Problem& p = st.planned;
+  if (d.q != DType::kF32 || rounds) w.staging += copy(p.q.shape);
+  if (d.k != DType::kF32 || rounds) w.staging += copy(p.k.shape);
+  if (d.v != DType::kF32 || rounds) w.staging += copy(p.v.shape);
+  if (d.out != DType::kF32) w.staging += copy(p.out.shape);
+  return w;
+}
+
+void check_qkv_dtypes(const QkvDtypes& d) {
+  detail::check_tensor_dtype("q", d.q);
+  detail::check_tensor_dtype("k", d.k);
+  detail::check_tensor_dtype("v", d.v);
+  detail::check_tensor_dtype("out", d.out);
+}
+
+// The caller's workspace split for a run over q, k, v, checked before anything is written: the
+// variant's part (which the variant checks for the run's target and key lengths) and where
+// F32Staging puts its copies. Refused (kNotImplemented) where it cannot serve the run: a tile
+// path or weights, which would allocate beside it.
+struct QkvWorkspaceParts {
+  std::span<std::byte> kernel;
+  std::span<float> staging;
+};
+
+QkvWorkspaceParts split_qkv_workspace(const detail::PlanState& st, const QkvDtypes& dtypes,
+                                      const RunArgs& args, detail::ComputePath path) {
+  if (args.workspace.empty()) return {};
+  check_qkv_dtypes(dtypes);
   const std::string given = std::to_string(args.workspace.size()) + " bytes";
-  if (!all_f32(dtypes) || st.options.fp32_precision == Fp32Precision::kBf16) {
-    throw Error(ErrorKind::kNotImplemented, "workspace",
-                "empty when q, k, v or out is half (or fp32_precision rounds q, k, v)", given,
-                "half views (and f32 views rounded to bf16) are staged in copies the run "
-                "allocates; pass f32 views with fp32_precision ieee, or no workspace");
-  }
   if (!st.qkv_workspace_bytes) {
     throw Error(ErrorKind::kNotImplemented, "workspace",
                 "empty for a " + std::string(to_string(st.id)) + " run over q, k and v", given,
@@ -201,10 +234,24 @@ void check_qkv_workspace(const detail::PlanState& st, std::initializer_list<DTyp
                 "q, k, v of the variants whose plans report qkv_workspace_bytes(), and runs "
                 "over a KvCache or PagedKvCache");
   }
+  const QkvWorkspace w = qkv_workspace(st, dtypes, path);
+  if (!w.serves) {
+    throw Error(ErrorKind::kNotImplemented, "workspace",
+                "empty on the " + std::string(detail::to_string(path)) + " compute path", given,
+                "a workspace is counted for the fp32 path; the tile paths (bf16 operands with "
+                "SEQATTN_COMPUTE_PATH set to one) pack in scratch they allocate: pass none");
+  }
   if (args.weights) {
     throw Error(ErrorKind::kNotImplemented, "workspace", "empty when weights are asked for", given,
                 "the weights' row pass allocates its rows; omit weights or the workspace");
   }
+  if (w.staging == 0) return {args.workspace, {}};  // the variant checks its size
+  detail::check_workspace(args.workspace, w.total(),
+                          "AttentionPlan::qkv_workspace_bytes() for the run's q, k, v and out "
+                          "dtypes, with the fp32 copies of half views");
+  const std::size_t offset = round64(w.kernel);
+  return {args.workspace.first(w.kernel),
+          {reinterpret_cast<float*>(args.workspace.data() + offset), w.staging / 4}};
 }
 
 RunRecord run_f32(const detail::PlanState& st, const ConstTensor& q, const ConstTensor& k,
@@ -233,6 +280,15 @@ RunRecord run_f32(const detail::PlanState& st, const ConstTensor& q, const Const
 
 }  // namespace
 
+std::optional<std::size_t> AttentionPlan::qkv_workspace_bytes(const QkvDtypes& dtypes) const {
+  check_qkv_dtypes(dtypes);
+  const detail::PlanState& st = *state_;
+  const QkvWorkspace w =
+      qkv_workspace(st, dtypes, path_for(st, bf16_operands(st, {dtypes.q, dtypes.k, dtypes.v})));
+  if (!w.serves) return std::nullopt;
+  return w.total();
+}
+
 RunRecord AttentionPlan::run(const AnyConstTensor& q, const AnyConstTensor& k,
                              const AnyConstTensor& v, const AnyTensor& out,
                              const RunArgs& args) const {
@@ -243,19 +299,22 @@ RunRecord AttentionPlan::run(const AnyConstTensor& q, const AnyConstTensor& k,
                 std::to_string(args.query_lengths.size()) + " lengths",
                 "per-sequence query counts are for runs over a KvCache or PagedKvCache");
   }
-  check_qkv_workspace(st, {q.dtype, k.dtype, v.dtype, out.dtype}, args);
+  const QkvDtypes dtypes{q.dtype, k.dtype, v.dtype, out.dtype};
   const detail::ComputePath path = path_for(st, bf16_operands(st, {q.dtype, k.dtype, v.dtype}));
+  const QkvWorkspaceParts parts = split_qkv_workspace(st, dtypes, args, path);
   const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;
   if (!rounds && all_f32({q.dtype, k.dtype, v.dtype, out.dtype})) {
     return run_f32(st, q.as<float>(), k.as<float>(), v.as<float>(), out.as<float>(), args, start,
                    path);
   }
-  detail::F32Staging staging;
+  detail::F32Staging staging(parts.staging);
   const ConstTensor q32 = staging.input("q", q, st.planned.q.shape, rounds);
   const ConstTensor k32 = staging.input("k", k, st.planned.k.shape, rounds);
   const ConstTensor v32 = staging.input("v", v, st.planned.v.shape, rounds);
   const Tensor out32 = staging.output(out, st.planned.out.shape, args);
-  const RunRecord record = run_f32(st, q32, k32, v32, out32, args, start, path);
+  RunArgs kernel_args = args;
+  kernel_args.workspace = parts.kernel;
+  const RunRecord record = run_f32(st, q32, k32, v32, out32, kernel_args, start, path);
   staging.finish();
   return record;
 }

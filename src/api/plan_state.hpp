@@ -33,8 +33,8 @@ struct PlanState {
   std::size_t cache_workspace_bytes = 0;  // the kernel's scratch (a multiple of 64)
   std::size_t paged_table_bytes = 0;      // then a paged batch's lengths and block tables
   std::size_t staging_bytes = 0;          // then fp32 copies of a half (or rounded) q and out
-  // A run over q, k, v: the variant's scratch (PreparedVariant::workspace_bytes), unset for a
-  // variant that takes no workspace there (LSH).
+  // A run over q, k, v: the variant's scratch (PreparedVariant::workspace_bytes) on the fp32
+  // path, unset for a variant that takes no workspace there (every variant takes one today).
   std::optional<std::size_t> qkv_workspace_bytes;
   // Where the staging starts: what a cache run's workspace must hold at least.
   std::size_t tables_end() const { return cache_workspace_bytes + paged_table_bytes; }

@@ -168,14 +168,14 @@ Timing time_attend(Workload& w, const AttentionOptions& options, int warmup, int
   const Shape& s = w.shape;
   const AttentionPlan plan =
       make_plan({s.batch, s.heads, s.kv_heads, s.seq, s.seq, s.dim, s.dim_v}, options);
-  // The plan's workspace where it takes one (every variant, over f32 views), held as a
-  // serving loop would hold it: the timed runs then allocate nothing.
-  const bool f32 = s.dtype == DType::kF32 && s.kv_dtype == DType::kF32 &&
-                   options.fp32_precision != Fp32Precision::kBf16;
+  // The plan's workspace for these views (every variant on the fp32 path, with the fp32
+  // copies of half views), held as a serving loop would hold it: the timed runs then allocate
+  // nothing.
+  const std::optional<std::size_t> bytes =
+      plan.qkv_workspace_bytes({s.dtype, s.kv_dtype, s.kv_dtype, s.dtype});
   WorkspaceBuffer workspace;
   RunArgs args;
-  if (f32 && plan.qkv_workspace_bytes())
-    args.workspace = workspace.get(*plan.qkv_workspace_bytes());
+  if (bytes) args.workspace = workspace.get(*bytes);
   Timing timing;
   for (int i = 0; i < warmup; ++i) {
     timing.record = plan.run(w.q_view(), w.k_view(), w.v_view(), w.out_view(), args);

@@ -1,7 +1,10 @@
 // The bf16 compute path: the CPU's features, the build's kernels and SEQATTN_COMPUTE_PATH.
 #include "src/kernel/compute_path.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cstdlib>
+#include <mutex>
 
 #include "seqattn/attention.hpp"
 #include "seqattn/error.hpp"
@@ -125,6 +128,32 @@ PathChoice bf16_path_here() {
   const char* forced = std::getenv(kEnv);
   return choose_bf16_path(cpu_features(), forced == nullptr ? "" : forced,
                           &amx::request_amx_permission);
+}
+
+ComputePath bf16_path_for_runs() {
+  struct Last {
+    std::mutex mutex;
+    std::array<char, 32> value{};  // a longer value is not remembered (it is refused anyway)
+    std::size_t size = 0;
+    bool known = false;
+    ComputePath path = ComputePath::kFp32;
+  };
+  static Last last;
+  const char* env = std::getenv(kEnv);
+  const std::string_view value = env == nullptr ? "" : env;
+  {
+    const std::lock_guard lock(last.mutex);
+    if (last.known && value == std::string_view(last.value.data(), last.size)) return last.path;
+  }
+  const ComputePath path = bf16_path_here().path;  // throws for a path that cannot run
+  if (value.size() <= last.value.size()) {
+    const std::lock_guard lock(last.mutex);
+    std::copy(value.begin(), value.end(), last.value.begin());
+    last.size = value.size();
+    last.path = path;
+    last.known = true;
+  }
+  return path;
 }
 
 }  // namespace seqattn::detail

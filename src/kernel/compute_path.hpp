@@ -43,4 +43,10 @@ PathChoice choose_bf16_path(const CpuFeatures& cpu, std::string_view forced,
 // choose_bf16_path for this CPU, this process's SEQATTN_COMPUTE_PATH and the real request.
 PathChoice bf16_path_here();
 
+// bf16_path_here().path, remembered for the last SEQATTN_COMPUTE_PATH value seen (the CPU
+// does not change; a test may change the variable): what a run asks, allocating nothing after
+// the first call for a value (the reasons are strings; a steady run in a caller's workspace
+// must not allocate). A forced path that cannot run is not remembered: each call throws.
+ComputePath bf16_path_for_runs();
+
 }  // namespace seqattn::detail

@@ -13,7 +13,7 @@ detail::ComputePath MultiHeadAttention::Impl::projection_path(bool bf16_activati
   if (!bf16_activations && config.fp32_precision != Fp32Precision::kBf16) {
     return detail::ComputePath::kFp32;
   }
-  const detail::ComputePath path = detail::bf16_path_here().path;
+  const detail::ComputePath path = detail::bf16_path_for_runs();
   const bool tiles =
       path == detail::ComputePath::kAmxBf16 || path == detail::ComputePath::kAmxEmulated;
   return tiles ? path : detail::ComputePath::kFp32;

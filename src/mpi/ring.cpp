@@ -107,7 +107,7 @@ void Ring::attend_block(std::int64_t i0, std::int64_t i1, const KvBlock& block, 
   const AttentionPlan& plan = plans.get(rows, keys, variant, causal);
   RunArgs args;
   const std::optional<std::size_t> bytes = plan.qkv_workspace_bytes();
-  if (bytes && options.fp32_precision == Fp32Precision::kIeee) {
+  if (bytes) {
     args.workspace = workspace.get(*bytes);
   }
   std::vector<std::int64_t> key_lengths;

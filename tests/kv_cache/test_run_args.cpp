@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "seqattn/seqattn.hpp"
+#include "src/kernel/compute_path.hpp"
 #include "tests/kv_cache/kv_cache_support.hpp"
 #include "tests/reference/reference.hpp"
+#include "tests/support/scoped_compute_path.hpp"
 #include "tests/support/test_tensors.hpp"
 #include "tests/support/variant_test_rows.hpp"
 
@@ -478,9 +480,10 @@ TEST(RunArgs, WorkspaceBufferGrowsAndKeepsItsBytes) {
   EXPECT_EQ(ws.capacity(), 64u);
 }
 
-// A plan whose variant takes no workspace says so (nullopt) and refuses one; so do half views,
-// bf16 precision and weights; a short or misaligned workspace is an Error naming it; out is
-// never written.
+// Runs a workspace cannot serve refuse one (kNotImplemented): weights, and bf16 operands on a
+// tile path (nullopt from qkv_workspace_bytes); a short or misaligned workspace is an Error
+// naming it, also one sized for f32 views given to half ones or to a plan rounding them
+// (their copies do not fit); out is never written.
 TEST(RunArgs, QkvWorkspaceRefusals) {
   const OwnedTensor q = make_tensor(1, 2, 9, 8, testing::Layout::kBHSD, 9);
   const OwnedTensor k = make_tensor(1, 2, 9, 8, testing::Layout::kBHSD, 10);
@@ -511,18 +514,27 @@ TEST(RunArgs, QkvWorkspaceRefusals) {
       [&] {
         plan.run(q16, k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
       },
-      "workspace", ErrorKind::kNotImplemented);
-  // A plan whose q/k/v runs take no workspace: nullopt, and a refusal. bf16 precision stages
-  // q, k, v in allocations.
+      "workspace.size()", ErrorKind::kInvalidArgument);
   AttentionOptions rounded;
   rounded.fp32_precision = Fp32Precision::kBf16;
-  const AttentionPlan refusing = make_plan({1, 2, 2, 9, 9, 8, 8}, rounded);
-  EXPECT_FALSE(refusing.qkv_workspace_bytes().has_value());
+  const AttentionPlan rounding = make_plan({1, 2, 2, 9, 9, 8, 8}, rounded);
+  EXPECT_GT(*rounding.qkv_workspace_bytes(), need);  // with the copies of q, k and v
   expect_error(
       [&] {
-        refusing.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
+        rounding.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
       },
-      "workspace", ErrorKind::kNotImplemented);
+      "workspace.size()", ErrorKind::kInvalidArgument);
+  if (detail::path_built(detail::ComputePath::kAmxEmulated)) {  // not in the xsimd backend
+    const testing::ScopedComputePath forced("amx-emulated");
+    EXPECT_FALSE(rounding.qkv_workspace_bytes().has_value());
+    EXPECT_FALSE(plan.qkv_workspace_bytes({DType::kBF16, DType::kBF16, DType::kBF16}).has_value());
+    EXPECT_TRUE(plan.qkv_workspace_bytes({DType::kBF16, DType::kF16, DType::kBF16}).has_value());
+    expect_error(
+        [&] {
+          rounding.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
+        },
+        "workspace", ErrorKind::kNotImplemented);
+  }
   for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "seqattn/seqattn.hpp"
+#include "tests/half/half_support.hpp"
 #include "tests/kv_cache/kv_cache_support.hpp"
 #include "tests/support/sanitizers.hpp"
 #include "tests/support/test_tensors.hpp"
@@ -336,6 +337,55 @@ TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
     EXPECT_GT(largest, 0.0);
     if (c.variant != Variant::kLinformer && c.variant != Variant::kLinear) {  // softmax
       EXPECT_LE(largest, 1.0);
+    }
+  }
+}
+
+// Half views (their fp32 copies at the workspace's end) and f32 views rounded by fp32_precision
+// bf16: runs in qkv_workspace_bytes(dtypes) allocate nothing after the first either.
+TEST(SteadyPrefill, HalfViewsInAWorkspaceAllocateNothing) {
+  constexpr std::int64_t kHeads = 4, kKv = 2, kSeq = 300, kDim = 64;
+  const OwnedTensor q32 = make_tensor(1, kHeads, kSeq, kDim, testing::Layout::kBSHD, 5);
+  const OwnedTensor k32 = make_tensor(1, kKv, kSeq, kDim, testing::Layout::kBHSD, 6);
+  const auto q16 = testing::rounded<bfloat16>(q32), k16 = testing::rounded<bfloat16>(k32);
+  const auto qh = testing::rounded<float16>(q32);
+  auto out16 = testing::rounded<float16>(make_zeros(1, kHeads, kSeq, kDim));
+  OwnedTensor out32 = make_zeros(1, kHeads, kSeq, kDim);
+  struct Case {
+    const char* name;
+    AnyConstTensor q, k;
+    AnyTensor out;
+    bool rounds;
+    VariantSpec variant;
+  };
+  SlidingWindowSpec window;
+  window.left = 40;
+  for (const Case& c :
+       {Case{"bf16 q/k/v, f16 out, dense", q16.cview(), k16.cview(), out16.view, false, {}},
+        Case{"f16 q, bf16 k/v, f32 out, window", qh.cview(), k16.cview(), out32.view, false,
+             window},
+        Case{"f32 views rounded to bf16", q32.cview(), k32.cview(), out32.view, true, {}}}) {
+    SCOPED_TRACE(c.name);
+    AttentionOptions options;
+    options.mask.causal = true;
+    options.variant = c.variant;
+    if (c.rounds) options.fp32_precision = Fp32Precision::kBf16;
+    const AttentionPlan plan = make_plan({1, kHeads, kKv, kSeq, kSeq, kDim, kDim}, options);
+    const std::optional<std::size_t> bytes =
+        plan.qkv_workspace_bytes({c.q.dtype, c.k.dtype, c.k.dtype, c.out.dtype});
+    ASSERT_TRUE(bytes.has_value());
+    std::vector<std::byte> storage(*bytes + 64);
+    const std::span<std::byte> ws{
+        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64, *bytes};
+    long after_first = 0;
+    for (int run = 0; run < 4; ++run) {
+      const long n = allocations_of([&] { plan.run(c.q, c.k, c.k, c.out, {.workspace = ws}); });
+      if (run > 0) after_first += n;
+    }
+    EXPECT_EQ(after_first, 0) << "heap allocations in runs 2..4";
+    if (kCountsMalloc) {
+      EXPECT_GE(allocations_of([&] { plan.run(c.q, c.k, c.k, c.out); }), 1)
+          << "a run without a workspace allocates its copies";
     }
   }
 }

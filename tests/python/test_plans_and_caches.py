@@ -241,31 +241,40 @@ def test_paged_ragged_batch_equals_each_sequence_alone(rng):
                                                                    "qk": "separate"})])
 def test_a_plan_keeps_its_workspace_between_runs(rng, variant, extra):
     # A run over float32 arrays takes the plan's workspace and keeps it: later runs, with other
-    # key lengths too, reuse those bytes and equal one-shot attention() bit for bit. Runs that
-    # take no workspace (bfloat16 arrays, weights) leave none held.
+    # key lengths too, reuse those bytes and equal one-shot attention() bit for bit. A run with
+    # weights takes none; one over bfloat16 arrays takes more (their float32 copies).
     p = seqattn.plan(batch=2, heads_q=4, heads_kv=2, seq_q=33, seq_k=33, dim=16, causal=True,
                      variant=variant, **extra)
     assert p.qkv_workspace_bytes > 0 and p.held_workspace_bytes == 0
     q, k, v = randn(rng, 2, 4, 33, 16), randn(rng, 2, 2, 33, 16), randn(rng, 2, 2, 33, 16)
-    p.run(*(torch.from_numpy(x).bfloat16() for x in (q, k, v)))
     if variant == "dense":
         p.run(q, k, v, return_weights=True)
-    assert p.held_workspace_bytes == 0
+        assert p.held_workspace_bytes == 0
     once = dict(causal=True, variant=variant, **extra)
     for lengths in (None, [5, 33], None):
         got = p.run(q, k, v, key_lengths=lengths)
         assert p.held_workspace_bytes == p.qkv_workspace_bytes
         np.testing.assert_array_equal(got, seqattn.attention(q, k, v, key_lengths=lengths, **once))
+    half = [torch.from_numpy(x).bfloat16() for x in (q, k, v)]
+    got = p.run(*half)
+    copies = 4 * (q.size + k.size + v.size + q.size)  # q, k, v and out (D_v = D) in float32
+    assert p.held_workspace_bytes >= p.qkv_workspace_bytes + copies
+    assert torch.equal(got, seqattn.attention(*half, **once))
     # Released: nothing held until the next run takes a workspace again, with the same result.
-    assert p.release_workspace() == p.qkv_workspace_bytes
+    assert p.release_workspace() >= p.qkv_workspace_bytes + copies
     assert p.held_workspace_bytes == 0 and p.release_workspace() == 0
     np.testing.assert_array_equal(p.run(q, k, v), seqattn.attention(q, k, v, **once))
     assert p.held_workspace_bytes == p.qkv_workspace_bytes
+    # fp32_precision="bf16" stages q, k, v rounded: the count holds those copies.
     rounded = seqattn.plan(heads_q=4, heads_kv=2, seq_q=33, seq_k=33, dim=16,
                            fp32_precision="bf16")
-    assert rounded.qkv_workspace_bytes is None
-    rounded.run(q[:1], k[:1], v[:1])
-    assert rounded.held_workspace_bytes == 0
+    plain = seqattn.plan(heads_q=4, heads_kv=2, seq_q=33, seq_k=33, dim=16)
+    copies = 4 * (q[:1].size + k[:1].size + v[:1].size)
+    assert rounded.qkv_workspace_bytes >= plain.qkv_workspace_bytes + copies
+    got = rounded.run(q[:1], k[:1], v[:1])
+    assert rounded.held_workspace_bytes == rounded.qkv_workspace_bytes
+    np.testing.assert_array_equal(
+        got, seqattn.attention(q[:1], k[:1], v[:1], fp32_precision="bf16"))
 
 
 def test_runs_of_one_plan_from_two_threads_get_their_own_results(rng):
