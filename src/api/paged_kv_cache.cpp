@@ -46,6 +46,10 @@ struct PagedKvCache::Impl {
   // Per pool block: K [H_kv][key_rows][64], V [H_kv][64][dv_pad] (elements; i8 interleaves
   // them, src/kernel/decode/packed_kv.hpp), scales [H_kv][64] (i8).
   std::int64_t k_block = 0, v_block = 0, scale_block = 0;
+  std::int64_t k_sub = 0, v_sub = 0;  // elements of one kv head's part of a block
+  // Where kv head hk's part of pool block b is, in k_sub / v_sub / kKvBlock units: the pool is
+  // [H_kv][blocks][...], so a sequence whose blocks were taken in order is one run per head.
+  std::int64_t sub_block(std::int64_t b, std::int64_t hk) const { return hk * shape.blocks + b; }
   hwy::AlignedFreeUniquePtr<std::uint8_t[]> k, v;
   hwy::AlignedFreeUniquePtr<float[]> k_scale, v_scale;
   std::vector<std::int32_t> refs;       // sequences holding each block
@@ -83,11 +87,14 @@ struct PagedKvCache::Impl {
     const std::int64_t b = free_list.back();
     free_list.pop_back();
     refs[static_cast<std::size_t>(b)] = 1;
-    std::memset(k.get() + b * k_block * elem_bytes, 0, k_block * elem_bytes);
-    std::memset(v.get() + b * v_block * elem_bytes, 0, v_block * elem_bytes);
-    if (scale_block != 0) {
-      std::fill_n(k_scale.get() + b * scale_block, scale_block, 0.0f);
-      std::fill_n(v_scale.get() + b * scale_block, scale_block, 0.0f);
+    for (std::int64_t hk = 0; hk < shape.heads_kv; ++hk) {
+      const std::int64_t s = sub_block(b, hk);
+      std::memset(k.get() + s * k_sub * elem_bytes, 0, k_sub * elem_bytes);
+      std::memset(v.get() + s * v_sub * elem_bytes, 0, v_sub * elem_bytes);
+      if (scale_block != 0) {
+        std::fill_n(k_scale.get() + s * kKvBlock, kKvBlock, 0.0f);
+        std::fill_n(v_scale.get() + s * kKvBlock, kKvBlock, 0.0f);
+      }
     }
     return b;
   }
@@ -97,15 +104,16 @@ struct PagedKvCache::Impl {
   // A private copy of a shared block (copy-on-write).
   std::int64_t copy_of(std::int64_t block) {
     const std::int64_t b = take();
-    std::memcpy(k.get() + b * k_block * elem_bytes, k.get() + block * k_block * elem_bytes,
-                k_block * elem_bytes);
-    std::memcpy(v.get() + b * v_block * elem_bytes, v.get() + block * v_block * elem_bytes,
-                v_block * elem_bytes);
-    if (scale_block != 0) {
-      std::copy_n(k_scale.get() + block * scale_block, scale_block,
-                  k_scale.get() + b * scale_block);
-      std::copy_n(v_scale.get() + block * scale_block, scale_block,
-                  v_scale.get() + b * scale_block);
+    for (std::int64_t hk = 0; hk < shape.heads_kv; ++hk) {
+      const std::int64_t to = sub_block(b, hk), from = sub_block(block, hk);
+      std::memcpy(k.get() + to * k_sub * elem_bytes, k.get() + from * k_sub * elem_bytes,
+                  k_sub * elem_bytes);
+      std::memcpy(v.get() + to * v_sub * elem_bytes, v.get() + from * v_sub * elem_bytes,
+                  v_sub * elem_bytes);
+      if (scale_block != 0) {
+        std::copy_n(k_scale.get() + from * kKvBlock, kKvBlock, k_scale.get() + to * kKvBlock);
+        std::copy_n(v_scale.get() + from * kKvBlock, kKvBlock, v_scale.get() + to * kKvBlock);
+      }
     }
     release(block);
     return b;
@@ -160,7 +168,7 @@ void PagedKvCache::Impl::write(const Sequence& s, const TensorView<const Src>& k
       for (std::int64_t t = 0; t < n; ++t) {
         const std::int64_t pos = s.length + t, slot = pos % kKvBlock;
         const std::int64_t block = s.blocks[static_cast<std::size_t>(pos / kKvBlock)];
-        const std::int64_t sub = block * heads + hk;  // the (block, kv head) sub-block
+        const std::int64_t sub = sub_block(block, hk);
         Dst* key_block = reinterpret_cast<Dst*>(k.get()) + sub * key_rows * kKvBlock;
         Dst* value_block = reinterpret_cast<Dst*>(v.get()) + sub * kKvBlock * dv_pad;
         detail::widen_key_row(kt.ptr(0, hk, t), kt.strides[3], dim, r, pos, buf);
@@ -202,6 +210,8 @@ PagedKvCache::PagedKvCache(const PagedKvCacheShape& shape) : impl_(std::make_uni
   m.key_rows = detail::key_rows_of(shape.dtype, shape.dim);
   m.k_block = detail::checked_product({shape.heads_kv, m.key_rows, kKvBlock}, "shape (K block)");
   m.v_block = detail::checked_product({shape.heads_kv, kKvBlock, m.dv_pad}, "shape (V block)");
+  m.k_sub = m.key_rows * kKvBlock;
+  m.v_sub = kKvBlock * m.dv_pad;
   const std::int64_t k_total = detail::checked_product({shape.blocks, m.k_block}, "shape (K)");
   const std::int64_t v_total = detail::checked_product({shape.blocks, m.v_block}, "shape (V)");
   if (k_total > kMax || v_total > kMax) {
@@ -400,6 +410,7 @@ PagedView PagedKvCacheAccess::view(const PagedKvCache& cache,
   p.capacity = max_length;
   p.block_table = tables;
   p.table_width = table_width;
+  p.pool_blocks = m.shape.blocks;
   p.k_scale = m.k_scale.get();
   p.v_scale = m.v_scale.get();
   return out;

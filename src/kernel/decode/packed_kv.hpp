@@ -42,11 +42,12 @@ struct PackedKv {
   bool ring = false;
   const float* k_scale = nullptr;  // int8 only: [B][H_kv][blocks][kKvBlock]
   const float* v_scale = nullptr;
-  // A paged pool (PagedKvCache): k, v and the scales hold [pool block][H_kv][...], and row b of
+  // A paged pool (PagedKvCache): k, v and the scales hold [H_kv][pool block][...], and row b of
   // the table names the pool block of each 64 positions of sequence b. Null: the contiguous
   // KvCache layout above.
   const std::int64_t* block_table = nullptr;
   std::int64_t table_width = 0;
+  std::int64_t pool_blocks = 0;  // blocks in the pool
 
   std::int64_t length(std::int64_t b) const { return lengths[b]; }
   // Rows of a key block: D, or whole quads of D for int8 (the caches' own layout rule).
@@ -75,7 +76,8 @@ struct PackedKv {
 
  private:
   std::int64_t block_index(std::int64_t b, std::int64_t hk, std::int64_t j) const {
-    if (block_table != nullptr) return block_table[b * table_width + j / kKvBlock] * heads_kv + hk;
+    if (block_table != nullptr)
+      return hk * pool_blocks + block_table[b * table_width + j / kKvBlock];
     return (b * heads_kv + hk) * blocks + j / kKvBlock % blocks;
   }
 };
