@@ -70,16 +70,16 @@ struct RunArgs {
   std::optional<ConstTensor> bias{};
   std::optional<Tensor> lse{};      // output [B, H_q, S_q, 1]
   std::optional<Tensor> weights{};  // output [B, H_q, S_q, S_k] (dense and sliding window)
-  // Scratch of the run: at least workspace_bytes() over a cache, qkv_workspace_bytes() over
-  // q, k, v; 64-byte aligned; one per concurrent run.
+  // Scratch of the run: at least workspace_bytes() over a cache, qkv_workspace_bytes(dtypes)
+  // over q, k, v; 64-byte aligned; one per concurrent run.
   // Empty = the run allocates it. Over a KvCache or a PagedKvCache, any variant that runs there.
   // Over q, k, v: every variant, on the fp32 path, without weights (the packed K/V tiles and
   // each thread's scratch; Linformer's projected K and V before them; linear attention's
   // per-thread buffers and states; hierarchical attention's coarse tokens and its kernel
   // calls' scratch; LSH attention's hashes, sorted slots, accumulators and its kernel calls'
   // scratch; then the fp32 copies of half views, or of f32 views fp32_precision rounds). Runs
-  // on a tile path (bf16 operands with SEQATTN_COMPUTE_PATH forcing one) and runs asking for
-  // weights allocate beside it and refuse a workspace (kNotImplemented).
+  // whose bf16 operands take another path than fp32 (SEQATTN_COMPUTE_PATH forcing one) and
+  // runs asking for weights allocate beside it and refuse a workspace (kNotImplemented).
   std::span<std::byte> workspace{};
 };
 
@@ -100,11 +100,12 @@ class AttentionPlan {
   // prefill loop allocates nothing after its first run (which builds the RoPE rows and the
   // thread team; tests/kv_cache/test_steady_alloc.cpp counts; an LSH run also builds the
   // windows of a key length its plan has not met yet). `dtypes`: the run's view types. A
-  // half view (or, with fp32_precision bf16, every f32 input) is staged in an fp32 copy at
-  // the workspace's end: each adds 4 bytes an element, rounded up to 64 (bitwise the same
-  // result as without a workspace). nullopt: runs with these dtypes take no workspace (bf16
-  // operands on a tile path, see RunArgs::workspace). Error naming `q.dtype` (k, v, out) for a
-  // type other than f32, bf16 or f16.
+  // half view (or, with fp32_precision bf16, every f32 input) is staged in an fp32 copy after
+  // the variant's part (rounded up to 64 bytes): each adds 4 bytes an element, rounded up to 64
+  // (bitwise the same result as without a workspace). nullopt: runs with these dtypes take no
+  // workspace (bf16 operands on another path than fp32, see RunArgs::workspace). Error naming
+  // `q.dtype` (k, v, out) for a type other than f32, bf16 or f16, or SEQATTN_COMPUTE_PATH when
+  // it forces a path this CPU or build cannot run (as a run would).
   std::optional<std::size_t> qkv_workspace_bytes(const QkvDtypes& dtypes = {}) const;
 
   // Attention over q, k, v (shapes as planned; any strides; out must not overlap an input).

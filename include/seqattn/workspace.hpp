@@ -8,12 +8,14 @@
 
 namespace seqattn {
 
-// Bytes for RunArgs::workspace, grown to the largest size asked for and kept, 64-byte aligned:
-// a loop that asks each run for plan.workspace_bytes() (over a cache) or
-// *plan.qkv_workspace_bytes() (over q, k, v) allocates on its first run only.
+// Bytes for RunArgs::workspace, grown to the largest size asked for and kept (until release()),
+// 64-byte aligned: a loop that asks each run for plan.workspace_bytes() (over a cache) or
+// *plan.qkv_workspace_bytes(dtypes) (over q, k, v; the views' dtypes, f32 by default)
+// allocates on its first run only.
 //
 //   WorkspaceBuffer ws;
-//   for (...) plan.run(q, k, v, out, {.workspace = ws.get(*plan.qkv_workspace_bytes())});
+//   const auto bytes = plan.qkv_workspace_bytes({q.dtype, k.dtype, v.dtype, out.dtype});
+//   for (...) plan.run(q, k, v, out, {.workspace = ws.get(*bytes)});
 //
 // A growth that fails throws std::bad_alloc (also for a size no buffer can hold) and keeps
 // the old buffer. Not thread-safe: one per concurrent run (a run reads and writes its

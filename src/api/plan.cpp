@@ -4,6 +4,7 @@
 #include <hwy/aligned_allocator.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <string>
 
@@ -226,10 +227,11 @@ QkvWorkspaceParts split_qkv_workspace(const detail::PlanState& st, const QkvDtyp
                                       const RunArgs& args, detail::ComputePath path) {
   if (args.workspace.empty()) return {};
   check_qkv_dtypes(dtypes);
-  const std::string given = std::to_string(args.workspace.size()) + " bytes";
+  // Built only to throw: a size of 10 digits no longer fits std::string's inline buffer.
+  auto given = [&] { return std::to_string(args.workspace.size()) + " bytes"; };
   if (!st.qkv_workspace_bytes) {
     throw Error(ErrorKind::kNotImplemented, "workspace",
-                "empty for a " + std::string(to_string(st.id)) + " run over q, k and v", given,
+                "empty for a " + std::string(to_string(st.id)) + " run over q, k and v", given(),
                 "this variant allocates its own scratch; a caller workspace serves runs over "
                 "q, k, v of the variants whose plans report qkv_workspace_bytes(), and runs "
                 "over a KvCache or PagedKvCache");
@@ -237,13 +239,13 @@ QkvWorkspaceParts split_qkv_workspace(const detail::PlanState& st, const QkvDtyp
   const QkvWorkspace w = qkv_workspace(st, dtypes, path);
   if (!w.serves) {
     throw Error(ErrorKind::kNotImplemented, "workspace",
-                "empty on the " + std::string(detail::to_string(path)) + " compute path", given,
-                "a workspace is counted for the fp32 path; the tile paths (bf16 operands with "
-                "SEQATTN_COMPUTE_PATH set to one) pack in scratch they allocate: pass none");
+                "empty on the " + std::string(detail::to_string(path)) + " compute path", given(),
+                "a workspace is counted for the fp32 path; the other paths of bf16 operands "
+                "(SEQATTN_COMPUTE_PATH forcing one) pack in scratch they allocate: pass none");
   }
   if (args.weights) {
-    throw Error(ErrorKind::kNotImplemented, "workspace", "empty when weights are asked for", given,
-                "the weights' row pass allocates its rows; omit weights or the workspace");
+    throw Error(ErrorKind::kNotImplemented, "workspace", "empty when weights are asked for",
+                given(), "the weights' row pass allocates its rows; omit weights or the workspace");
   }
   if (w.staging == 0) return {args.workspace, {}};  // the variant checks its size
   detail::check_workspace(args.workspace, w.total(),
@@ -259,7 +261,7 @@ RunRecord run_f32(const detail::PlanState& st, const ConstTensor& q, const Const
                   Clock::time_point start, detail::ComputePath path) {
   detail::Problem p = detail::bind_problem(st.planned, q, k, v, out, args);
   p.compute_path = path;
-  p.workspace = args.workspace;  // checked by check_qkv_workspace, sized by the kernel
+  p.workspace = args.workspace;  // split by split_qkv_workspace, sized by the kernel
   // The variant's limits on per-call data (key lengths, keep, bias, weights, lse) are known
   // only now.
   const detail::ProblemMask& mask = p.mask;

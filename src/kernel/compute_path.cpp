@@ -145,7 +145,9 @@ ComputePath bf16_path_for_runs() {
     const std::lock_guard lock(last.mutex);
     if (last.known && value == std::string_view(last.value.data(), last.size)) return last.path;
   }
-  const ComputePath path = bf16_path_here().path;  // throws for a path that cannot run
+  // The value read above, not a second getenv: the pair remembered must agree.
+  const ComputePath path =
+      choose_bf16_path(cpu_features(), value, &amx::request_amx_permission).path;  // may throw
   if (value.size() <= last.value.size()) {
     const std::lock_guard lock(last.mutex);
     std::copy(value.begin(), value.end(), last.value.begin());

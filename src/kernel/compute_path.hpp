@@ -44,9 +44,9 @@ PathChoice choose_bf16_path(const CpuFeatures& cpu, std::string_view forced,
 PathChoice bf16_path_here();
 
 // bf16_path_here().path, remembered for the last SEQATTN_COMPUTE_PATH value seen (the CPU
-// does not change; a test may change the variable): what a run asks, allocating nothing after
-// the first call for a value (the reasons are strings; a steady run in a caller's workspace
-// must not allocate). A forced path that cannot run is not remembered: each call throws.
+// does not change; a test may change the variable): what a run asks, allocating nothing while
+// the value stays the same (the reasons are strings; a steady run in a caller's workspace must
+// not allocate). A forced path that cannot run is not remembered: each call throws.
 ComputePath bf16_path_for_runs();
 
 }  // namespace seqattn::detail

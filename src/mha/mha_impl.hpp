@@ -104,7 +104,7 @@ struct MultiHeadAttention::Impl {
 
   // mha_tiles.cpp. The path of the projection GEMMs: a tile path (kAmxBf16, kAmxEmulated) when
   // the layer runs in bf16 (bf16 activations, or config.fp32_precision = kBf16) and bf16
-  // operands take that path here (bf16_path_here(), which throws the Error of a forced path
+  // operands take that path here (bf16_path_for_runs(), which throws the Error of a forced path
   // that cannot run); kFp32 otherwise.
   detail::ComputePath projection_path(bool bf16_activations) const;
   // tile_a = x [rows, d_model] (rows ldx apart) rounded to bf16 and packed; then

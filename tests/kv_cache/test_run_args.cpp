@@ -446,9 +446,9 @@ TEST(RunArgs, LshRunInAWorkspace) {
   }
 }
 
-// WorkspaceBuffer: 64-byte aligned bytes that grow to the largest size asked for and stay:
-// a smaller or equal request returns the same bytes (a steady loop reuses them), a larger one
-// grows; the bytes serve a plan's runs.
+// WorkspaceBuffer: 64-byte aligned bytes that grow to the largest size asked for and stay
+// until release(): a smaller or equal request returns the same bytes (a steady loop reuses
+// them), a larger one grows; the bytes serve a plan's runs; release() frees them.
 TEST(RunArgs, WorkspaceBufferGrowsAndKeepsItsBytes) {
   WorkspaceBuffer ws;
   EXPECT_EQ(ws.capacity(), 0u);

@@ -47,6 +47,21 @@ bool UseVnni() {
   }
 }
 
+// Chunks a thread takes at a time: a run of a tile's consecutive chunks, the live ones (those
+// below the longest sequence's length, ChunksOf) shared out over the team, not one at a time:
+// visit_tile prefetches 1-4 blocks ahead into this core's L2, so a chunk after one that ran on
+// the other core starts on cold blocks (2 of a 512-key chunk's 8 of a bf16 cache, 4 of an
+// int8 one). At S_k 32768 (B 1, H 32, H_kv 8, D 128, two Zen 5 threads, alternating rounds)
+// one chunk a grab read 35.5-36.0 GB/s (bf16) and 28.4-29.3 (i8); runs of 33 chunks
+// 44.5-48.8 and 41.8-41.9. Past the live chunks items return at once, so a run counted from the
+// capacity would leave a short sequence's work to one thread.
+inline int ChunkRun(const CacheProblem& p, int team) {
+  if (p.split.chunk_keys == 0) return 1;  // an item is a whole tile
+  std::int64_t live = 1;
+  for (std::int64_t b = 0; b < p.kv.batch; ++b) live = std::max(live, ChunksOf(p, b));
+  return static_cast<int>((live + team - 1) / team);
+}
+
 // Work items are (batch, kv head, row tile, chunk); every output row is written by one thread
 // (directly, or by the merge of its tile's chunks in chunk order).
 template <class Ops, class Elem>
@@ -97,13 +112,6 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
   // every parallel region it enters (an if(false) one too) and a work share for an orphaned
   // loop, and a decode step must not allocate.
   const int team = static_cast<int>(std::min<std::int64_t>(p.threads, items));
-  // A thread takes a run of a tile's consecutive chunks (a tile's chunks / team of them), not
-  // one chunk at a time: visit_tile prefetches 1-4 blocks ahead into this core's L2, so a chunk
-  // after one that ran on the other core starts on cold blocks (half of a 512-key chunk of a
-  // bf16 cache). At S_k 32768 (B 1, H 32, H_kv 8, D 128, two Zen 5 threads) one chunk a grab
-  // read 33.9-40.9 GB/s (bf16) and 26.5-27.9 (i8); runs of 33 chunks 44.0-59.0 and 38.6-42.4,
-  // in the same three alternating rounds.
-  const int grab = merge ? static_cast<int>((split.chunks + team - 1) / team) : 1;
   if (team <= 1) {
     CacheWorker<Ops, Elem> worker(p, workspace, vnni);
     for (std::int64_t it = 0; it < items; ++it) item(worker, it);
@@ -112,6 +120,7 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
     }
     return;
   }
+  const int grab = ChunkRun(p, team);
 #pragma omp parallel num_threads(team)
   {
     const int thread = omp_get_thread_num();
