@@ -43,13 +43,17 @@ struct PagedKvCache::Impl {
   std::int64_t dv_pad = 0;
   std::int64_t key_rows = 0;  // rows of a key block (detail::key_rows_of)
   std::size_t elem_bytes = 4;
-  // Per pool block: K [H_kv][key_rows][64], V [H_kv][64][dv_pad] (elements; i8 interleaves
-  // them, src/kernel/decode/packed_kv.hpp), scales [H_kv][64] (i8).
+  // Elements of a pool block over every kv head (for the pool's size): K H_kv·key_rows·64,
+  // V H_kv·64·dv_pad, scales H_kv·64 (i8). The pool is stored head-major, [H_kv][blocks][...]
+  // (i8 interleaves K and V, src/kernel/decode/packed_kv.hpp), so a sequence whose blocks were
+  // taken in order is one run per head.
   std::int64_t k_block = 0, v_block = 0, scale_block = 0;
   std::int64_t k_sub = 0, v_sub = 0;  // elements of one kv head's part of a block
-  // Where kv head hk's part of pool block b is, in k_sub / v_sub / kKvBlock units: the pool is
-  // [H_kv][blocks][...], so a sequence whose blocks were taken in order is one run per head.
+  // Where kv head hk's part of pool block b is, in k_sub / v_sub / kKvBlock units.
   std::int64_t sub_block(std::int64_t b, std::int64_t hk) const { return hk * shape.blocks + b; }
+  // The bytes of sub-block s's keys and values (k_sub, v_sub elements of elem_bytes).
+  std::uint8_t* key_part(std::int64_t s) const { return k.get() + s * k_sub * elem_bytes; }
+  std::uint8_t* value_part(std::int64_t s) const { return v.get() + s * v_sub * elem_bytes; }
   hwy::AlignedFreeUniquePtr<std::uint8_t[]> k, v;
   hwy::AlignedFreeUniquePtr<float[]> k_scale, v_scale;
   std::vector<std::int32_t> refs;       // sequences holding each block
@@ -89,8 +93,8 @@ struct PagedKvCache::Impl {
     refs[static_cast<std::size_t>(b)] = 1;
     for (std::int64_t hk = 0; hk < shape.heads_kv; ++hk) {
       const std::int64_t s = sub_block(b, hk);
-      std::memset(k.get() + s * k_sub * elem_bytes, 0, k_sub * elem_bytes);
-      std::memset(v.get() + s * v_sub * elem_bytes, 0, v_sub * elem_bytes);
+      std::memset(key_part(s), 0, k_sub * elem_bytes);
+      std::memset(value_part(s), 0, v_sub * elem_bytes);
       if (scale_block != 0) {
         std::fill_n(k_scale.get() + s * kKvBlock, kKvBlock, 0.0f);
         std::fill_n(v_scale.get() + s * kKvBlock, kKvBlock, 0.0f);
@@ -106,10 +110,8 @@ struct PagedKvCache::Impl {
     const std::int64_t b = take();
     for (std::int64_t hk = 0; hk < shape.heads_kv; ++hk) {
       const std::int64_t to = sub_block(b, hk), from = sub_block(block, hk);
-      std::memcpy(k.get() + to * k_sub * elem_bytes, k.get() + from * k_sub * elem_bytes,
-                  k_sub * elem_bytes);
-      std::memcpy(v.get() + to * v_sub * elem_bytes, v.get() + from * v_sub * elem_bytes,
-                  v_sub * elem_bytes);
+      std::memcpy(key_part(to), key_part(from), k_sub * elem_bytes);
+      std::memcpy(value_part(to), value_part(from), v_sub * elem_bytes);
       if (scale_block != 0) {
         std::copy_n(k_scale.get() + from * kKvBlock, kKvBlock, k_scale.get() + to * kKvBlock);
         std::copy_n(v_scale.get() + from * kKvBlock, kKvBlock, v_scale.get() + to * kKvBlock);
@@ -169,8 +171,8 @@ void PagedKvCache::Impl::write(const Sequence& s, const TensorView<const Src>& k
         const std::int64_t pos = s.length + t, slot = pos % kKvBlock;
         const std::int64_t block = s.blocks[static_cast<std::size_t>(pos / kKvBlock)];
         const std::int64_t sub = sub_block(block, hk);
-        Dst* key_block = reinterpret_cast<Dst*>(k.get()) + sub * key_rows * kKvBlock;
-        Dst* value_block = reinterpret_cast<Dst*>(v.get()) + sub * kKvBlock * dv_pad;
+        Dst* key_block = reinterpret_cast<Dst*>(key_part(sub));
+        Dst* value_block = reinterpret_cast<Dst*>(value_part(sub));
         detail::widen_key_row(kt.ptr(0, hk, t), kt.strides[3], dim, r, pos, buf);
         if constexpr (std::is_same_v<Dst, std::int8_t>) {
           const float* sc = scales.data() + (hk * n + t) * 2;
