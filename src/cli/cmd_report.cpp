@@ -46,6 +46,8 @@ struct ReportFlags {
   bool no_plot = false;
   std::string decode_seqs;
   bool no_decode = false;
+  std::int64_t paged_batch = 32;
+  std::string half_seqs;
   bool no_half = false;
   bool no_ring = false;
   std::int64_t ring_seq = 8192;
@@ -264,15 +266,16 @@ std::vector<std::tuple<std::int64_t, DType, int>> decode_grid(
   return grid;
 }
 
-// Batched decode over a PagedKvCache: 32 sequences spread over 512..the longest decode length
-// (at most 8192), bf16 and i8 blocks, two threads, each against a read probe of its bytes.
+// Batched decode over a PagedKvCache: c.paged_batch (32) sequences spread over 512..the longest
+// decode length (at most 8192), bf16 and i8 blocks, two threads, each against a read probe of
+// its bytes.
 void run_paged_decode(const ReportConfig& c, DecodeReport& d) {
   const std::int64_t longest =
       std::min<std::int64_t>(8192, *std::max_element(c.decode_seqs.begin(), c.decode_seqs.end()));
   for (const DType kv_dtype : {DType::kBF16, DType::kI8}) {
     PagedBenchSpec spec;
     spec.shape = d.shape;
-    spec.shape.batch = 32;
+    spec.shape.batch = c.paged_batch;
     spec.shape.kv_dtype = kv_dtype;
     spec.min_len = std::min<std::int64_t>(512, longest);
     spec.max_len = longest;
@@ -281,7 +284,7 @@ void run_paged_decode(const ReportConfig& c, DecodeReport& d) {
     spec.warmup = 2;
     spec.repeat = 11;
     const PagedTiming t = time_paged(spec);
-    PagedPoint p{32,
+    PagedPoint p{c.paged_batch,
                  spec.min_len,
                  spec.max_len,
                  kv_dtype,
@@ -293,11 +296,11 @@ void run_paged_decode(const ReportConfig& c, DecodeReport& d) {
     d.paged.push_back(p);
     char line[200];
     std::snprintf(line, sizeof line,
-                  "report decode paged 32 x %lld..%lld %-4s %d thr  %.3f ms/step  %.1f GB/s K+V "
-                  "(probe %.1f GB/s)",
-                  static_cast<long long>(p.min_len), static_cast<long long>(p.max_len),
-                  std::string(to_string(kv_dtype)).c_str(), p.threads, p.median_seconds * 1e3,
-                  p.kv_gbps(), p.probe_gbps);
+                  "report decode paged %lld x %lld..%lld %-4s %d thr  %.3f ms/step  %.1f GB/s "
+                  "K+V (probe %.1f GB/s)",
+                  static_cast<long long>(p.batch), static_cast<long long>(p.min_len),
+                  static_cast<long long>(p.max_len), std::string(to_string(kv_dtype)).c_str(),
+                  p.threads, p.median_seconds * 1e3, p.kv_gbps(), p.probe_gbps);
     std::cerr << line << "\n";
   }
 }
@@ -431,6 +434,7 @@ ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>&
   for (const auto& [value, name] : {std::pair{f.shape.batch, "--batch"},
                                     {f.shape.heads, "--heads"},
                                     {f.shape.dim, "--dim"},
+                                    {f.paged_batch, "--paged-batch"},
                                     {std::int64_t{f.max_repeat}, "--max-repeat"}}) {
     if (value < 1) throw Error(ErrorKind::kInvalidArgument, name, ">= 1", std::to_string(value));
   }
@@ -461,7 +465,15 @@ ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>&
       if (f.full) c.decode_seqs.push_back(131072);
     }
   }
-  if (!f.no_half) c.half_seqs = {1024, 4096};
+  c.paged_batch = f.paged_batch;
+  if (!f.no_half) {
+    c.half_seqs = f.half_seqs.empty() ? std::vector<std::int64_t>{1024, 4096}
+                                      : parse_int_list(f.half_seqs, "--half-seqs");
+    for (const std::int64_t seq : c.half_seqs) {
+      if (seq < 1)
+        throw Error(ErrorKind::kInvalidArgument, "--half-seqs", "lengths >= 1", f.half_seqs);
+    }
+  }
   if (f.ring_seq < 4)
     throw Error(ErrorKind::kInvalidArgument, "--ring-seq", ">= 4", std::to_string(f.ring_seq));
   c.ring_seq = f.no_ring ? 0 : f.ring_seq;
@@ -523,6 +535,11 @@ void add_report_command(CLI::App& app) {
                   "KV-cache lengths of the decode sweep (default 512,4096,32768; --full adds "
                   "131072)");
   cmd->add_flag("--no-decode", flags->no_decode, "skip the decode sweep and bandwidth runs");
+  cmd->add_option("--paged-batch", flags->paged_batch,
+                  "sequences of the paged decode rows (lengths 512..the longest decode length)")
+      ->capture_default_str();
+  cmd->add_option("--half-seqs", flags->half_seqs,
+                  "S of the dense f32/bf16/f16 rows (default 1024,4096)");
   cmd->add_flag("--no-half", flags->no_half, "skip the dense f32/bf16/f16 rows");
   cmd->add_flag("--no-ring", flags->no_ring, "skip the ring-attention (MPI) section");
   cmd->add_option("--ring-seq", flags->ring_seq,

@@ -31,6 +31,7 @@ struct ReportConfig {
   std::string plot_script;
   bool plot = true;
   std::vector<std::int64_t> decode_seqs;  // S_k of the decode sweep; empty = no decode section
+  std::int64_t paged_batch = 32;          // sequences of the paged decode rows
   std::vector<std::int64_t> half_seqs;    // S of the dense f32/bf16/f16 rows; empty = none
   std::int64_t ring_seq = 8192;           // ring attention strong scaling S; 0 = no section
   std::int64_t ring_seq_per_rank = 2048;  // weak scaling S/P

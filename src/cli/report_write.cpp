@@ -262,8 +262,9 @@ void decode_table(std::ostream& md, const DecodeReport& d) {
        << " |\n";
   }
   if (!d.paged.empty()) {
-    md << "\nBatched decode over a PagedKvCache (32 sequences, lengths spread evenly over the "
-          "range, one new query each, the same heads; K+V bytes over the median step, and % of "
+    md << "\nBatched decode over a PagedKvCache (" << d.paged.front().batch
+       << " sequences, lengths spread evenly over the range, one new query each, the same heads; "
+          "K+V bytes over the median step, and % of "
           "a read probe of the same bytes at the same thread count, in huge pages as the pool, "
           "each of its reads right after a kernel run):\n\n"
        << "| sequences | lengths | K/V dtype | threads | K+V MiB | ms/step | K+V GB/s | % of "

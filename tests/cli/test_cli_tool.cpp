@@ -178,6 +178,18 @@ TEST_F(CliTest, BadOptionsFailWithoutOutput) {
   EXPECT_FALSE(exists("out.npy")) << "no output when another output cannot be written";
 }
 
+// The report's sizes are checked before anything runs: each bad one names its flag and the
+// output directory is not created.
+TEST_F(CliTest, BadReportSizesFailWithoutOutput) {
+  for (const std::string bad :
+       {"--paged-batch 0", "--half-seqs 256,0", "--decode-seqs 0", "--dim 0", "--ring-seq 2"}) {
+    const Result r = run("report --seqs 64 " + bad + " --out-dir " + path("report"));
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find(bad.substr(0, bad.find(' '))), std::string::npos) << bad << ": " << r.err;
+    EXPECT_FALSE(exists("report")) << bad;
+  }
+}
+
 // The parameter flags come from the variant table: each reaches the variants that take it and
 // is refused by the others, naming the flag.
 TEST_F(CliTest, ParameterFlagsFollowTheVariantTable) {
@@ -416,11 +428,13 @@ TEST_F(CliTest, OptionEqualsValueNamesTheFileItWrites) {
 }
 
 // The decode lengths are 512 and 1024: the paged section (32 sequences over 512 .. the longest)
-// filled with 2048 took 18 s of the test's 28 under ASan, 55 s beside the other tests.
+// filled with 2048 took 18 s of the test's 28 under ASan, 55 s beside the other tests. With
+// 1024 the paged rows were still 14 of its 30 s, and the dense half rows at S = 4096 another 3:
+// 4 sequences and S = 256, 512 run the same code.
 TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   const Result r =
       run("report --seqs 64,128 --threads-list 1 --heads 1 --dim 16 --decode-seqs 512,1024 "
-          "--ring-seq 64 --out-dir " +
+          "--paged-batch 4 --half-seqs 256,512 --ring-seq 64 --out-dir " +
           path("report"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(read(path("report/scaling.json")));
@@ -463,13 +477,13 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   // int8: a byte an element plus a 4-byte scale per token and kv head for K and for V.
   EXPECT_EQ(decode["points"][6]["kv_dtype"], "i8");
   EXPECT_EQ(decode["points"][6]["kv_mb"].get<double>(), 8.0 * 512 * (256 + 8) / 1048576.0);
-  // Batched paged decode: bf16 and i8 pools of 32 sequences over 512..1024 (the longest decode
+  // Batched paged decode: bf16 and i8 pools of 4 sequences over 512..1024 (the longest decode
   // length), two threads, each with its read probe.
   ASSERT_EQ(decode["paged"].size(), 2u);
   EXPECT_EQ(decode["paged"][0]["kv_dtype"], "bf16");
   EXPECT_EQ(decode["paged"][1]["kv_dtype"], "i8");
   for (const auto& p : decode["paged"]) {
-    EXPECT_EQ(p["sequences"], 32);
+    EXPECT_EQ(p["sequences"], 4);
     EXPECT_EQ(p["min_len"], 512);
     EXPECT_EQ(p["max_len"], 1024);
     EXPECT_GT(p["kv_gbps"].get<double>(), 0.0);
@@ -506,8 +520,10 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   }
   ASSERT_TRUE(j.contains("half_precision"));
   const nlohmann::json& half = j["half_precision"]["points"];
-  // S = 1024, 4096 × f32, bf16, f16, f32 under fp32_precision = bf16, at 1 thread
+  // S = 256, 512 (--half-seqs) × f32, bf16, f16, f32 under fp32_precision = bf16, at 1 thread
   ASSERT_EQ(half.size(), 8u);
+  EXPECT_EQ(half[0]["seq"], 256);
+  EXPECT_EQ(half[7]["seq"], 512);
   const nlohmann::json& hp = j["half_precision"];
   for (const auto& p : half) {
     // Dense, non-causal, D_v = D: 4·B·H·S²·D FLOPs over the median time.
@@ -531,9 +547,10 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   EXPECT_NE(md.find("| 128 |"), std::string::npos) << md;
   EXPECT_NE(md.find("O(N^"), std::string::npos) << md;
   EXPECT_NE(md.find("Decode against a KV cache"), std::string::npos) << md;
+  EXPECT_NE(md.find("over a PagedKvCache (4 sequences"), std::string::npos) << md;
   EXPECT_NE(md.find("| 512 | bf16 | 1 |"), std::string::npos) << md;
   EXPECT_NE(md.find("Half precision and the bf16 compute path (dense)"), std::string::npos) << md;
-  EXPECT_NE(md.find("| 1024 | f32, fp32_precision=bf16 | 1 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 512 | f32, fp32_precision=bf16 | 1 |"), std::string::npos) << md;
   EXPECT_NE(md.find("### decaying"), std::string::npos) << md;
   const std::string png = read(path("report/scaling.png"));
   ASSERT_GE(png.size(), 8u);

@@ -1,6 +1,7 @@
 """Plans and KV caches from Python: decode equals attention over the whole sequence."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -275,6 +276,31 @@ def test_a_plan_keeps_its_workspace_between_runs(rng, variant, extra):
     assert rounded.held_workspace_bytes == rounded.qkv_workspace_bytes
     np.testing.assert_array_equal(
         got, seqattn.attention(q[:1], k[:1], v[:1], fp32_precision="bf16"))
+
+
+def test_release_workspace_waits_for_the_run_that_holds_it(rng):
+    # release_workspace() from another thread while a run holds the workspace waits for that
+    # run. The workspace holds the float32 copies of bfloat16 q, k, v and out (16 MiB each):
+    # glibc serves a block this large with mmap (above its largest threshold, 32 MiB) and
+    # unmaps it on free, so a release that did not wait would fault the run or change its result.
+    p = seqattn.plan(batch=1, heads_q=16, seq_q=4096, seq_k=4096, dim=64, threads=1)
+    half = [torch.from_numpy(randn(rng, 1, 16, 4096, 64)).bfloat16() for _ in range(3)]
+    want = seqattn.attention(*half)
+    copies = 4 * 4 * half[0].numel()
+    for attempt in range(3):  # until one release finds the run still going (the first, always)
+        got, done = [], threading.Event()
+        worker = threading.Thread(target=lambda: (got.append(p.run(*half)), done.set()))
+        worker.start()
+        while p.held_workspace_bytes == 0 and not done.is_set():
+            time.sleep(0.0005)
+        running = not done.is_set()
+        freed = p.release_workspace()
+        worker.join()
+        assert freed >= p.qkv_workspace_bytes + copies and p.held_workspace_bytes == 0
+        assert torch.equal(got[0], want)
+        if running:
+            break
+    assert running, "every run ended before release_workspace() was called"
 
 
 def test_runs_of_one_plan_from_two_threads_get_their_own_results(rng):
