@@ -27,6 +27,12 @@ class PreparedVariant {
     (void)planned;
     return std::nullopt;
   }
+  // The same for a run that also asks for the attention weights (RunArgs::weights); nullopt:
+  // the variant writes no weights (its check() refuses them), the default.
+  virtual std::optional<std::size_t> weights_workspace_bytes(const Problem& planned) const {
+    (void)planned;
+    return std::nullopt;
+  }
 };
 
 class AttentionVariant {

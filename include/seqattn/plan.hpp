@@ -22,9 +22,11 @@ namespace detail {
 struct PlanState;
 }
 
-// The element types of a run's q, k, v and out (AttentionPlan::qkv_workspace_bytes).
+// The element types of a run's q, k, v and out, and whether it asks for the attention weights
+// (RunArgs::weights): what AttentionPlan::qkv_workspace_bytes counts for.
 struct QkvDtypes {
   DType q = DType::kF32, k = DType::kF32, v = DType::kF32, out = DType::kF32;
+  bool weights = false;
 };
 
 // The extents a plan is built for: q [B, H_q, S_q, D], k [B, H_kv, S_k, D],
@@ -73,13 +75,14 @@ struct RunArgs {
   // Scratch of the run: at least workspace_bytes() over a cache, qkv_workspace_bytes(dtypes)
   // over q, k, v; 64-byte aligned; one per concurrent run.
   // Empty = the run allocates it. Over a KvCache or a PagedKvCache, any variant that runs there.
-  // Over q, k, v: every variant, on the fp32 path, without weights (the packed K/V tiles and
+  // Over q, k, v: every variant, on the fp32 path (the packed K/V tiles and
   // each thread's scratch; Linformer's projected K and V before them; linear attention's
   // per-thread buffers and states; hierarchical attention's coarse tokens and its kernel
   // calls' scratch; LSH attention's hashes, sorted slots, accumulators and its kernel calls'
-  // scratch; then the fp32 copies of half views, or of f32 views fp32_precision rounds). Runs
-  // whose bf16 operands take another path than fp32 (SEQATTN_COMPUTE_PATH forcing one) and
-  // runs asking for weights allocate beside it and refuse a workspace (kNotImplemented).
+  // scratch; dense and sliding window's weights pass, when weights are asked for; then the fp32
+  // copies of half views, or of f32 views fp32_precision rounds). Runs whose bf16 operands take
+  // another path than fp32 (SEQATTN_COMPUTE_PATH forcing one) allocate beside it and refuse a
+  // workspace (kNotImplemented).
   std::span<std::byte> workspace{};
 };
 
@@ -102,8 +105,11 @@ class AttentionPlan {
   // windows of a key length its plan has not met yet). `dtypes`: the run's view types. A
   // half view (or, with fp32_precision bf16, every f32 input) is staged in an fp32 copy after
   // the variant's part (rounded up to 64 bytes): each adds 4 bytes an element, rounded up to 64
-  // (bitwise the same result as without a workspace). nullopt: runs with these dtypes take no
-  // workspace (bf16 operands on another path than fp32, see RunArgs::workspace). Error naming
+  // (bitwise the same result as without a workspace). `dtypes.weights`: the count for runs
+  // that ask for weights (dense and sliding window; the weights pass's score rows and, with
+  // RoPE, rotated copies of q and k share the variant's part). nullopt: runs with these dtypes
+  // take no workspace (bf16 operands on another path than fp32, see RunArgs::workspace; weights
+  // from a variant that writes none). Error naming
   // `q.dtype` (k, v, out) for a type other than f32, bf16 or f16, or SEQATTN_COMPUTE_PATH when
   // it forces a path this CPU or build cannot run (as a run would).
   std::optional<std::size_t> qkv_workspace_bytes(const QkvDtypes& dtypes = {}) const;

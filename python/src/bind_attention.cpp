@@ -168,11 +168,12 @@ RunRecord with_held_workspace(const PyPlan& p, std::optional<std::size_t> bytes,
 }
 
 // The plan's workspace bytes for a q/k/v run with these views (the fp32 copies of half arrays
-// included), or none: with weights, or on a tile path (the run then allocates its own).
+// and the weights pass's scratch included), or none on a tile path (the run then allocates its
+// own).
 std::optional<std::size_t> qkv_bytes(const AttentionPlan& plan, const Operands& a,
                                      const RunArgs& args) {
-  if (args.weights) return std::nullopt;
-  return plan.qkv_workspace_bytes({a.q.dtype, a.k.dtype, a.v.dtype, a.out.dtype});
+  return plan.qkv_workspace_bytes(
+      {a.q.dtype, a.k.dtype, a.v.dtype, a.out.dtype, args.weights.has_value()});
 }
 
 PyPlan make_py_plan(const AttentionShape& shape, const AttentionOptions& options) {

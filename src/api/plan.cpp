@@ -13,6 +13,7 @@
 #include "src/api/paged_kv_cache_access.hpp"
 #include "src/api/plan_state.hpp"
 #include "src/kernel/compute_path.hpp"
+#include "src/kernel/softmax_attention_cost.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/staging.hpp"
 #include "src/runtime/threads.hpp"
@@ -113,6 +114,7 @@ AttentionPlan make_plan(const AttentionShape& shape, const AttentionOptions& opt
   st->prepared = st->impl->prepare(st->planned, st->spec);
   plan_cache_path(*st);
   st->qkv_workspace_bytes = st->prepared->workspace_bytes(st->planned);  // on the fp32 path
+  st->qkv_weights_workspace_bytes = st->prepared->weights_workspace_bytes(st->planned);
   return AttentionPlan(std::move(st));
 }
 
@@ -180,8 +182,9 @@ detail::ComputePath path_for(const detail::PlanState& st, bool bf16) {
 // A caller's workspace for a run over q, k, v with these dtypes on `path`: the variant's
 // scratch (PreparedVariant::workspace_bytes, counted on the fp32 path), then the fp32 copies
 // F32Staging makes, in its order (q, k, v, out; each 64-byte aligned): a half view, or an f32
-// input that fp32_precision rounds. Unset (`serves` false) where a workspace cannot serve the
-// run: a tile path, whose packing the variants do not count.
+// input that fp32_precision rounds. With weights the variant's part also holds the weights
+// pass's scratch. Unset (`serves` false) where a workspace cannot serve the run: a tile path,
+// whose packing the variants do not count, or weights from a variant that writes none.
 struct QkvWorkspace {
   bool serves = false;
   std::size_t kernel = 0;   // bytes of the variant's part
@@ -192,9 +195,11 @@ struct QkvWorkspace {
 QkvWorkspace qkv_workspace(const detail::PlanState& st, const QkvDtypes& d,
                            detail::ComputePath path) {
   QkvWorkspace w;
-  if (!st.qkv_workspace_bytes || path != detail::ComputePath::kFp32) return w;
+  const std::optional<std::size_t>& kernel =
+      d.weights ? st.qkv_weights_workspace_bytes : st.qkv_workspace_bytes;
+  if (!kernel || path != detail::ComputePath::kFp32) return w;
   w.serves = true;
-  w.kernel = *st.qkv_workspace_bytes;
+  w.kernel = *kernel;
   const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;
   auto copy = [](const std::array<std::int64_t, 4>& n) {
     return round64(4 * static_cast<std::size_t>(n[0] * n[1] * n[2] * n[3]));
@@ -215,9 +220,9 @@ void check_qkv_dtypes(const QkvDtypes& d) {
 }
 
 // The caller's workspace split for a run over q, k, v, checked before anything is written: the
-// variant's part (which the variant checks for the run's target and key lengths) and where
-// F32Staging puts its copies. Refused (kNotImplemented) where it cannot serve the run: a tile
-// path or weights, which would allocate beside it.
+// variant's part (which the variant checks for the run's target and key lengths; with weights
+// checked here, as the weights pass needs it) and where F32Staging puts its copies. Refused
+// (kNotImplemented) where it cannot serve the run: a tile path, which would allocate beside it.
 struct QkvWorkspaceParts {
   std::span<std::byte> kernel;
   std::span<float> staging;
@@ -236,21 +241,20 @@ QkvWorkspaceParts split_qkv_workspace(const detail::PlanState& st, const QkvDtyp
                 "q, k, v of the variants whose plans report qkv_workspace_bytes(), and runs "
                 "over a KvCache or PagedKvCache");
   }
-  const QkvWorkspace w = qkv_workspace(st, dtypes, path);
+  QkvDtypes asked = dtypes;
+  asked.weights = args.weights.has_value();
+  const QkvWorkspace w = qkv_workspace(st, asked, path);
+  if (asked.weights && !st.qkv_weights_workspace_bytes) return {args.workspace, {}};  // refused
   if (!w.serves) {
     throw Error(ErrorKind::kNotImplemented, "workspace",
                 "empty on the " + std::string(detail::to_string(path)) + " compute path", given(),
                 "a workspace is counted for the fp32 path; the other paths of bf16 operands "
                 "(SEQATTN_COMPUTE_PATH forcing one) pack in scratch they allocate: pass none");
   }
-  if (args.weights) {
-    throw Error(ErrorKind::kNotImplemented, "workspace", "empty when weights are asked for",
-                given(), "the weights' row pass allocates its rows; omit weights or the workspace");
-  }
-  if (w.staging == 0) return {args.workspace, {}};  // the variant checks its size
+  if (w.staging == 0 && !asked.weights) return {args.workspace, {}};  // the variant checks
   detail::check_workspace(args.workspace, w.total(),
                           "AttentionPlan::qkv_workspace_bytes() for the run's q, k, v and out "
-                          "dtypes, with the fp32 copies of half views");
+                          "dtypes (with the fp32 copies of half views) and QkvDtypes::weights");
   const std::size_t offset = round64(w.kernel);
   return {args.workspace.first(w.kernel),
           {reinterpret_cast<float*>(args.workspace.data() + offset), w.staging / 4}};
@@ -272,11 +276,16 @@ RunRecord run_f32(const detail::PlanState& st, const ConstTensor& q, const Const
   // then only read them (std::bad_alloc inside an OpenMP region would terminate).
   if (const detail::RopeTables* rope = detail::rope_of(p.positional.get())) rope->rows();
   st.prepared->run(p);
-  // The planned cost counts every key; the run's key lengths change it.
-  // The weights' bytes are counted only by a cost on the bound problem.
-  const bool recount =
-      p.weights.has_value() || (!mask.key_lengths.empty() && st.impl->cost_counts_key_lengths());
-  const detail::Cost cost = recount ? st.impl->cost(p, st.spec) : st.cost;
+  // The planned cost counts every key; the run's key lengths change it. The planned one adds
+  // the weights' bytes when they are asked for (the variants that write weights count them
+  // so): a recount would build sliding window's band on every run, allocations in a steady
+  // loop.
+  detail::Cost cost = st.cost;
+  if (!mask.key_lengths.empty() && st.impl->cost_counts_key_lengths()) {
+    cost = st.impl->cost(p, st.spec);
+  } else {
+    cost.bytes += detail::weights_bytes(p);
+  }
   return record_of(st, cost, p.threads, start, path);
 }
 

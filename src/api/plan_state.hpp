@@ -36,6 +36,8 @@ struct PlanState {
   // A run over q, k, v: the variant's scratch (PreparedVariant::workspace_bytes) on the fp32
   // path, unset for a variant that takes no workspace there (every variant takes one today).
   std::optional<std::size_t> qkv_workspace_bytes;
+  // The same for a run that asks for weights (PreparedVariant::weights_workspace_bytes).
+  std::optional<std::size_t> qkv_weights_workspace_bytes;
   // Where the staging starts: what a cache run's workspace must hold at least.
   std::size_t tables_end() const { return cache_workspace_bytes + paged_table_bytes; }
 };

@@ -30,6 +30,9 @@ void softmax_forward(const Problem& p, const KeyStructure& keys);
 // target on the fp32 path: the only one a run in a caller's workspace takes (f32 views and
 // fp32_precision ieee, which AttentionPlan::run requires of one).
 std::size_t softmax_workspace_bytes(const Problem& planned, const KeyStructure& keys);
+// The same for a run that asks for weights: the weights pass runs after the kernel and carves
+// its scratch from the same bytes, so the larger of the two.
+std::size_t softmax_weights_workspace_bytes(const Problem& planned, const KeyStructure& keys);
 
 // Whether flash_forward() honours Problem::compute_path kAmxBf16 and kAmxEmulated (the Highway
 // backend's tile products); the xsimd backend runs fp32 only.

@@ -6,6 +6,12 @@
 
 namespace seqattn::detail {
 
+// The bytes of the attention weights [B, H_q, S_q, S_k] when p asks for them, else 0.
+inline double weights_bytes(const Problem& p) {
+  if (!p.weights) return 0.0;
+  return 4.0 * static_cast<double>(p.batch()) * p.heads_q() * p.seq_q() * p.seq_k();
+}
+
 // 2·(D + D_v) FLOPs per pair (q·k and p·v); bytes: q and out once, k and v once per kv head,
 // plus the weights when they are written.
 inline Cost softmax_attention_cost(const Problem& p, double pairs) {
@@ -15,9 +21,7 @@ inline Cost softmax_attention_cost(const Problem& p, double pairs) {
   c.bytes = 4.0 * d *
             (static_cast<double>(p.batch()) * static_cast<double>(p.heads_q() * p.seq_q()) +
              static_cast<double>(p.batch()) * static_cast<double>(p.heads_kv() * p.seq_k()));
-  if (p.weights) {
-    c.bytes += 4.0 * static_cast<double>(p.batch()) * p.heads_q() * p.seq_q() * p.seq_k();
-  }
+  c.bytes += weights_bytes(p);
   return c;
 }
 

@@ -2,6 +2,8 @@
 // weights from the row path when they are asked for.
 #include "src/kernel/flash_attention.hpp"
 
+#include <algorithm>
+
 #include "src/kernel/weight_rows.hpp"
 
 namespace seqattn::detail {
@@ -17,6 +19,10 @@ std::size_t softmax_workspace_bytes(const Problem& planned, const KeyStructure& 
   Problem p = planned;
   p.compute_path = ComputePath::kFp32;
   return flash_workspace_bytes(p, keys);
+}
+
+std::size_t softmax_weights_workspace_bytes(const Problem& planned, const KeyStructure& keys) {
+  return std::max(softmax_workspace_bytes(planned, keys), weights_workspace_bytes(planned));
 }
 
 }  // namespace seqattn::detail

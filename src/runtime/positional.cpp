@@ -211,9 +211,8 @@ namespace {
 
 // x rotated by `rows`' cos/sin into a contiguous copy of the same shape.
 ConstTensor rotated_copy(const ConstTensor& x, const RopeTables& t, const RopeRows& rows,
-                         RopeSide side, std::vector<float>& store) {
+                         RopeSide side, std::span<float> store) {
   const auto [batch, heads, seq, dim] = x.shape;
-  store.resize(static_cast<std::size_t>(batch * heads * seq * dim));
   ConstTensor copy{store.data(), x.shape, {heads * seq * dim, seq * dim, dim, 1}};
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t h = 0; h < heads; ++h) {
@@ -244,18 +243,14 @@ std::shared_ptr<const PositionalTables> queries_only(const PositionalTables& t) 
   return q;
 }
 
-Problem with_rotated_inputs(const Problem& p, std::vector<float>& q_store,
-                            std::vector<float>& k_store) {
+Problem with_rotated_inputs(const Problem& p, std::span<float> q_store, std::span<float> k_store) {
   const RopeTables* rope = rope_of(p.positional.get());
   if (rope == nullptr) return p;
   Problem r = p;
   const RopeRows& rows = rope->rows();
   r.q = rotated_copy(p.q, *rope, rows, RopeSide::kQuery, q_store);
   if (!p.positional->keys_rotated) r.k = rotated_copy(p.k, *rope, rows, RopeSide::kKey, k_store);
-  auto rest = std::make_shared<PositionalTables>();
-  rest->alibi_slopes = p.positional->alibi_slopes;
-  rest->alibi_symmetric = p.positional->alibi_symmetric;
-  r.positional = rest->has_alibi() ? std::move(rest) : nullptr;
+  r.positional = nullptr;
   return r;
 }
 

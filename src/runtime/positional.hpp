@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,11 +95,12 @@ void refuse_alibi(const Problem& p, std::string_view variant, std::string_view w
 // rotated keys): the same rotation for the queries, none for the keys, no ALiBi.
 std::shared_ptr<const PositionalTables> queries_only(const PositionalTables& t);
 
-// The problem with q and k replaced by RoPE-rotated contiguous copies (kept in q_store,
-// k_store) and the rotation dropped from its tables (ALiBi kept): for the paths that read q
-// and k many times per row (the weights pass), where rotating in place would repeat work.
-Problem with_rotated_inputs(const Problem& p, std::vector<float>& q_store,
-                            std::vector<float>& k_store);
+// The problem with q and k replaced by RoPE-rotated contiguous copies written to q_store and
+// k_store (the caller's, one float per element of q and of k; the keys are not copied when
+// they are rotated already) and no positional tables (a caller that needs ALiBi keeps the
+// original's): for the paths that read q and k many times per row (the weights pass), where
+// rotating in place would repeat work. Allocates nothing.
+Problem with_rotated_inputs(const Problem& p, std::span<float> q_store, std::span<float> k_store);
 
 // A KvCache's rope (KvCacheShape::rope): validated (Error naming `shape.rope.*`; explicit
 // positions refused), frequencies only.

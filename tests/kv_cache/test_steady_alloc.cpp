@@ -390,6 +390,61 @@ TEST(SteadyPrefill, HalfViewsInAWorkspaceAllocateNothing) {
   }
 }
 
+// Runs that ask for the attention weights, in qkv_workspace_bytes({..., .weights = true}): the
+// weights pass's score rows (and with RoPE its rotated q and k) come from the workspace too.
+TEST(SteadyPrefill, WeightsRunsInAWorkspaceAllocateNothing) {
+  constexpr std::int64_t kHeads = 4, kKv = 2, kSeq = 200, kDim = 32;
+  const OwnedTensor q = make_tensor(1, kHeads, kSeq, kDim, testing::Layout::kBSHD, 7);
+  const OwnedTensor k = make_tensor(1, kKv, kSeq, kDim, testing::Layout::kBHSD, 8);
+  const auto q16 = testing::rounded<bfloat16>(q);
+  OwnedTensor out = make_zeros(1, kHeads, kSeq, kDim), weights = make_zeros(1, kHeads, kSeq, kSeq);
+  SlidingWindowSpec window;
+  window.left = 30;
+  window.global_tokens = {3};
+  struct Case {
+    const char* name;
+    VariantSpec variant;
+    bool rope, alibi, half;
+    int threads;
+  };
+  for (const Case& c : {Case{"dense, rope, causal", {}, true, false, false, 1},
+                        Case{"window, alibi, 2 threads", window, false, true, false, 2},
+                        Case{"dense, rope, bf16 q, 2 threads", {}, true, false, true, 2}}) {
+    SCOPED_TRACE(c.name);
+    AttentionOptions options;
+    options.mask.causal = true;
+    options.variant = c.variant;
+    options.threads = c.threads;
+    if (c.rope) options.rope = RotaryEmbedding{};
+    if (c.alibi) options.alibi = Alibi{};
+    const AttentionPlan plan = make_plan({1, kHeads, kKv, kSeq, kSeq, kDim, kDim}, options);
+    const AnyConstTensor qv = c.half ? AnyConstTensor(q16.cview()) : AnyConstTensor(q.cview());
+    const std::optional<std::size_t> bytes = plan.qkv_workspace_bytes(
+        {.q = qv.dtype, .k = DType::kF32, .v = DType::kF32, .out = DType::kF32, .weights = true});
+    ASSERT_TRUE(bytes.has_value());
+    std::vector<std::byte> storage(*bytes + 64);
+    const std::span<std::byte> ws{
+        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64, *bytes};
+    const RunArgs args{.weights = weights.view, .workspace = ws};
+    long after_first = 0;
+    for (int run = 0; run < 4; ++run) {
+      const long n = allocations_of([&] { plan.run(qv, k.cview(), k.cview(), out.view, args); });
+      if (run > 0) after_first += n;
+    }
+    EXPECT_EQ(after_first, 0) << "heap allocations in runs 2..4";
+    if (kCountsMalloc) {
+      EXPECT_GE(allocations_of([&] {
+                  plan.run(qv, k.cview(), k.cview(), out.view, {.weights = weights.view});
+                }),
+                1)
+          << "a run without a workspace allocates the weights pass's scratch";
+    }
+    double row = 0;  // the last row's weights: a softmax
+    for (std::int64_t j = 0; j < kSeq; ++j) row += weights.storage[(kSeq - 1) * kSeq + j];
+    EXPECT_NEAR(row, 1.0, 1e-5);
+  }
+}
+
 // A paged batch's runs (the block tables gathered into the workspace) allocate nothing either.
 TEST(SteadyDecode, PagedRunsAllocateNothing) {
   constexpr std::int64_t kHeads = 8, kKv = 2, kDim = 32;

@@ -243,15 +243,20 @@ def test_paged_ragged_batch_equals_each_sequence_alone(rng):
 def test_a_plan_keeps_its_workspace_between_runs(rng, variant, extra):
     # A run over float32 arrays takes the plan's workspace and keeps it: later runs, with other
     # key lengths too, reuse those bytes and equal one-shot attention() bit for bit. A run with
-    # weights takes none; one over bfloat16 arrays takes more (their float32 copies).
+    # weights takes one too (at least the count, with the weights pass's scratch); one over
+    # bfloat16 arrays takes more (their float32 copies).
     p = seqattn.plan(batch=2, heads_q=4, heads_kv=2, seq_q=33, seq_k=33, dim=16, causal=True,
                      variant=variant, **extra)
     assert p.qkv_workspace_bytes > 0 and p.held_workspace_bytes == 0
     q, k, v = randn(rng, 2, 4, 33, 16), randn(rng, 2, 2, 33, 16), randn(rng, 2, 2, 33, 16)
-    if variant == "dense":
-        p.run(q, k, v, return_weights=True)
-        assert p.held_workspace_bytes == 0
     once = dict(causal=True, variant=variant, **extra)
+    if variant == "dense":
+        out, weights = p.run(q, k, v, return_weights=True)
+        assert p.held_workspace_bytes >= p.qkv_workspace_bytes
+        want, want_weights = seqattn.attention(q, k, v, return_weights=True, **once)
+        np.testing.assert_array_equal(out, want)
+        np.testing.assert_array_equal(weights, want_weights)
+        assert p.release_workspace() > 0
     for lengths in (None, [5, 33], None):
         got = p.run(q, k, v, key_lengths=lengths)
         assert p.held_workspace_bytes == p.qkv_workspace_bytes

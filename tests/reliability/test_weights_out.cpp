@@ -4,7 +4,12 @@
 // probabilities (exact zeros where a key is hidden, rows summing to 1).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <optional>
+#include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "reliability_support.hpp"
@@ -87,17 +92,24 @@ struct Outputs {
   Buffer<float> out, lse, weights;
 };
 
-// One run through attend() (plan == nullptr) or a plan, with or without weights.
-Outputs run(const Inputs& in, bool with_weights, const AttentionPlan* plan) {
-  Outputs o{make_buffer<float>(in.out, strides_for(in.out, 1), 0, kOutSentinel),
-            make_buffer<float>(in.lse, strides_for(in.lse, 1), 0, kOutSentinel),
-            make_buffer<float>(in.weights, strides_for(in.weights, 1), 0, kOutSentinel)};
+// Output buffers for a case, every element (in the view and around it) kOutSentinel.
+Outputs fresh_outputs(const Inputs& in) {
+  return {make_buffer<float>(in.out, strides_for(in.out, 1), 0, kOutSentinel),
+          make_buffer<float>(in.lse, strides_for(in.lse, 1), 0, kOutSentinel),
+          make_buffer<float>(in.weights, strides_for(in.weights, 1), 0, kOutSentinel)};
+}
+
+// One run into o through attend() (plan == nullptr) or a plan, with or without weights (a
+// plan's in `workspace` when one is given).
+void run_into(Outputs& o, const Inputs& in, bool with_weights, const AttentionPlan* plan,
+              std::span<std::byte> workspace = {}) {
   RunArgs outputs;
   outputs.lse = o.lse.view;
   if (with_weights) outputs.weights = o.weights.view;
   outputs.key_lengths = in.options.mask.key_lengths;  // a plan's mask data is per call
   outputs.keep = in.options.mask.keep;
   outputs.bias = in.options.mask.bias;
+  outputs.workspace = workspace;
   if (plan != nullptr) {
     plan->run(in.q.cview(), in.k.cview(), in.v.cview(), o.out.view, outputs);
   } else {
@@ -106,6 +118,12 @@ Outputs run(const Inputs& in, bool with_weights, const AttentionPlan* plan) {
     options.weights = outputs.weights;
     attend(in.q.cview(), in.k.cview(), in.v.cview(), o.out.view, options);
   }
+}
+
+Outputs run(const Inputs& in, bool with_weights, const AttentionPlan* plan,
+            std::span<std::byte> workspace = {}) {
+  Outputs o = fresh_outputs(in);
+  run_into(o, in, with_weights, plan, workspace);
   return o;
 }
 
@@ -181,6 +199,60 @@ TEST(WeightsOutput, OutAndLseAreBitwiseIdenticalWithAndWithoutWeights) {
             << relative_difference(without.lse.view, with.lse.view);
       }
     });
+  }
+}
+
+// A run asking for weights takes a caller workspace sized by qkv_workspace_bytes({.weights =
+// true}): the weights pass carves its score rows (a row of S_k floats per thread) and, with
+// RoPE, the rotated q and k from it after the kernel is done with it. Out, lse and weights are
+// bitwise those of the run without one; one 64-byte line short is an Error naming
+// workspace.size() that writes no output. Dense cases with RoPE, window cases with ALiBi.
+TEST(WeightsOutput, AWorkspaceServesWeightsRunsBitForBit) {
+  std::uint32_t seed = 600;
+  for (const WeightsCase& c : weights_cases()) {
+    SCOPED_TRACE(c.name);
+    Inputs in = make_inputs(c, seed += 10);
+    const bool rope = std::holds_alternative<DenseSpec>(c.spec);
+    if (rope) {
+      in.options.rope = RotaryEmbedding{};
+    } else {
+      in.options.alibi = Alibi{};
+    }
+    for (const int threads : {1, 2}) {
+      in.options.threads = threads;
+      for_each_target([&] {  // the count is this target's: the plan is made on it
+        const AttentionPlan plan =
+            make_plan({c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_k, c.dim, c.dim_v},
+                      testing::split_for_plan(in.options).planned);
+        const std::optional<std::size_t> need = plan.qkv_workspace_bytes({.weights = true});
+        ASSERT_TRUE(need.has_value());
+        auto floats64 = [](std::int64_t n) {
+          return (4 * static_cast<std::size_t>(n) + 63) / 64 * 64;
+        };
+        std::size_t rows = threads * floats64(c.seq_k);
+        if (rope) {
+          rows += floats64(c.batch * c.heads_q * c.seq_q * c.dim) +
+                  floats64(c.batch * c.heads_kv * c.seq_k * c.dim);
+        }
+        EXPECT_EQ(*need, std::max(rows, *plan.qkv_workspace_bytes()));
+        std::vector<std::byte> storage(*need + 64, std::byte{0xff});  // NaN floats
+        const std::span<std::byte> ws{
+            storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64,
+            *need};
+        const Outputs alone = run(in, true, &plan);
+        const Outputs with = run(in, true, &plan, ws);
+        EXPECT_EQ(bit_differences(bits_of(alone.out.view), bits_of(with.out.view)), 0) << "out";
+        EXPECT_EQ(bit_differences(bits_of(alone.lse.view), bits_of(with.lse.view)), 0) << "lse";
+        EXPECT_EQ(bit_differences(bits_of(alone.weights.view), bits_of(with.weights.view)), 0)
+            << "weights";
+        Outputs refused = fresh_outputs(in);
+        expect_error([&] { run_into(refused, in, true, &plan, ws.first(*need - 64)); },
+                     "workspace.size()");
+        for (const Buffer<float>* b : {&refused.out, &refused.lse, &refused.weights}) {
+          for (const float x : b->storage) ASSERT_EQ(x, kOutSentinel) << "a refused run wrote";
+        }
+      });
+    }
   }
 }
 

@@ -127,6 +127,9 @@ class SlidingWindowVariant final : public AttentionVariant {
     std::optional<std::size_t> workspace_bytes(const Problem& planned) const override {
       return softmax_workspace_bytes(planned, keys_);
     }
+    std::optional<std::size_t> weights_workspace_bytes(const Problem& planned) const override {
+      return softmax_weights_workspace_bytes(planned, keys_);
+    }
 
    private:
     KeyBand keys_;
