@@ -92,7 +92,7 @@ class AttentionPlan {
   // scratch, a paged batch's block tables, then fp32 copies of a half q and out, the last
   // 4·B·H_q·S_q·(D + D_v) bytes (each copy rounded up to 64 bytes). With a caller's workspace
   // of this size, a steady decode loop allocates nothing on the heap, whatever the q and out
-  // dtypes (tests/kv_cache/test_steady_alloc.cpp counts). A workspace without the staging part
+  // dtypes (tests/kv_cache/test_steady_decode.cpp counts). A workspace without the staging part
   // is accepted too (f32 q and out never use it; a half one is then staged in allocations):
   // for a long prefill chunk over a cache, it is as large as q and out in fp32.
   std::size_t workspace_bytes() const;
@@ -101,7 +101,7 @@ class AttentionPlan {
   // planned thread's scratch, counted for this process's SIMD target at full key lengths on the
   // fp32 path (the plan builds the tile tables it needs now and keeps them). With it, a steady
   // prefill loop allocates nothing after its first run (which builds the RoPE rows and the
-  // thread team; tests/kv_cache/test_steady_alloc.cpp counts; an LSH run also builds the
+  // thread team; tests/kv_cache/test_steady_prefill.cpp counts; an LSH run also builds the
   // windows of a key length its plan has not met yet). `dtypes`: the run's view types. A
   // half view (or, with fp32_precision bf16, every f32 input) is staged in an fp32 copy after
   // the variant's part (rounded up to 64 bytes): each adds 4 bytes an element, rounded up to 64

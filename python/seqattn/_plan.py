@@ -163,9 +163,8 @@ class Plan:
         """Scratch bytes this plan keeps between runs: the largest workspace a run took (with
         the float32 copies of half arrays, and the weights pass's rows with return_weights). A
         run reuses it when no other thread's run of this plan holds it (it then allocates its
-        own), so a steady
-        loop of runs does not allocate the library's scratch again. It is kept until
-        release_workspace()."""
+        own), so a steady loop of runs does not allocate the library's scratch again. It is
+        kept until release_workspace()."""
         return self._plan.held_workspace_bytes
 
     def release_workspace(self):

@@ -46,7 +46,7 @@ struct ReportFlags {
   bool no_plot = false;
   std::string decode_seqs;
   bool no_decode = false;
-  std::int64_t paged_batch = 32;
+  std::int64_t paged_batch = ReportConfig{}.paged_batch;
   std::string half_seqs;
   bool no_half = false;
   bool no_ring = false;
@@ -470,8 +470,9 @@ ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>&
     c.half_seqs = f.half_seqs.empty() ? std::vector<std::int64_t>{1024, 4096}
                                       : parse_int_list(f.half_seqs, "--half-seqs");
     for (const std::int64_t seq : c.half_seqs) {
-      if (seq < 1)
+      if (seq < 1) {
         throw Error(ErrorKind::kInvalidArgument, "--half-seqs", "lengths >= 1", f.half_seqs);
+      }
     }
   }
   if (f.ring_seq < 4)

@@ -272,12 +272,11 @@ MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
   const AttentionPlan& plan = m.plan_for(detail::shape_of(qv, kvw, vv, ov), options);
   RunArgs args = detail::run_args(options);
   // The plan's workspace where its q/k/v runs take one (every variant on the fp32 path, with
-  // the copies fp32_precision rounds; no weights): held by the layer like the projections'
-  // buffers.
-  const std::optional<std::size_t> attention_bytes = plan.qkv_workspace_bytes();
-  if (attention_bytes && !weights) {
-    args.workspace = m.attention_workspace.get(*attention_bytes);
-  }
+  // the copies fp32_precision rounds, and the weights pass's scratch when weights are asked
+  // for): held by the layer like the projections' buffers.
+  const std::optional<std::size_t> attention_bytes =
+      plan.qkv_workspace_bytes({.weights = weights.has_value()});
+  if (attention_bytes) args.workspace = m.attention_workspace.get(*attention_bytes);
   record.attention = plan.run(qv, kvw, vv, ov, args);
   const auto attn_stop = Clock::now();
 

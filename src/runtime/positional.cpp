@@ -213,6 +213,11 @@ namespace {
 ConstTensor rotated_copy(const ConstTensor& x, const RopeTables& t, const RopeRows& rows,
                          RopeSide side, std::span<float> store) {
   const auto [batch, heads, seq, dim] = x.shape;
+  const std::int64_t elements = batch * heads * seq * dim;
+  if (store.size() < static_cast<std::size_t>(elements)) {  // a caller's miscount, not input
+    fail("rotated copy store", ">= " + std::to_string(elements) + " floats",
+         std::to_string(store.size()));
+  }
   ConstTensor copy{store.data(), x.shape, {heads * seq * dim, seq * dim, dim, 1}};
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t h = 0; h < heads; ++h) {

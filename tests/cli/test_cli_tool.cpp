@@ -178,14 +178,17 @@ TEST_F(CliTest, BadOptionsFailWithoutOutput) {
   EXPECT_FALSE(exists("out.npy")) << "no output when another output cannot be written";
 }
 
-// The report's sizes are checked before anything runs: each bad one names its flag and the
-// output directory is not created.
+// The report's sizes are checked before anything runs: each bad one names its flag, no
+// section starts (no progress line) and the output directory is not created.
 TEST_F(CliTest, BadReportSizesFailWithoutOutput) {
   for (const std::string bad :
        {"--paged-batch 0", "--half-seqs 256,0", "--decode-seqs 0", "--dim 0", "--ring-seq 2"}) {
     const Result r = run("report --seqs 64 " + bad + " --out-dir " + path("report"));
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
     EXPECT_NE(r.err.find(bad.substr(0, bad.find(' '))), std::string::npos) << bad << ": " << r.err;
+    EXPECT_EQ(r.err.find("report ["), std::string::npos) << bad << ": the sweep ran";
+    EXPECT_EQ(r.err.find("report decode"), std::string::npos) << bad << ": decode ran";
+    EXPECT_EQ(r.err.find("report dense"), std::string::npos) << bad << ": half rows ran";
     EXPECT_FALSE(exists("report")) << bad;
   }
 }

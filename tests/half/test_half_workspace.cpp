@@ -3,7 +3,7 @@
 // qkv_workspace_bytes(dtypes) is the f32 count plus each staged copy (4 bytes an element,
 // rounded up to 64), a run in it equals the run without it bit for bit, and a workspace one
 // line short is an Error naming workspace.size() that writes nothing. Steady loops of such runs
-// allocate nothing: tests/kv_cache/test_steady_alloc.cpp counts.
+// allocate nothing: tests/kv_cache/test_steady_prefill.cpp counts.
 #include <gtest/gtest.h>
 
 #include <cstddef>

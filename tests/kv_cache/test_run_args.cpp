@@ -528,7 +528,25 @@ TEST(RunArgs, QkvWorkspaceRefusals) {
         },
         "workspace", ErrorKind::kNotImplemented);
   }
+  // A variant that writes no weights counts no workspace for them, and its run refuses the
+  // weights (kUnsupported naming them), not the workspace.
+  AttentionOptions lsh;
+  lsh.variant = LshSpec{};
+  const AttentionPlan hashed = make_plan({1, 2, 2, 9, 9, 8, 8}, lsh);
+  EXPECT_FALSE(hashed.qkv_workspace_bytes({.weights = true}).has_value());
+  OwnedTensor weights = make_zeros(1, 2, 9, 9);
+  std::vector<std::byte> lsh_storage(*hashed.qkv_workspace_bytes() + 64);
+  std::byte* lsh_aligned =
+      lsh_storage.data() + (64 - reinterpret_cast<std::uintptr_t>(lsh_storage.data()) % 64) % 64;
+  expect_error(
+      [&] {
+        hashed.run(
+            q.cview(), k.cview(), k.cview(), out.view,
+            {.weights = weights.view, .workspace = {lsh_aligned, *hashed.qkv_workspace_bytes()}});
+      },
+      "weights", ErrorKind::kUnsupported);
   for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";
+  for (const float x : weights.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote weights";
 }
 
 }  // namespace

@@ -294,7 +294,14 @@ def test_release_workspace_waits_for_the_run_that_holds_it(rng):
     copies = 4 * 4 * half[0].numel()
     for attempt in range(3):  # until one release finds the run still going (the first, always)
         got, done = [], threading.Event()
-        worker = threading.Thread(target=lambda: (got.append(p.run(*half)), done.set()))
+
+        def work():
+            try:
+                got.append(p.run(*half))
+            finally:  # a run that raised ends the wait below too (got stays empty)
+                done.set()
+
+        worker = threading.Thread(target=work)
         worker.start()
         while p.held_workspace_bytes == 0 and not done.is_set():
             time.sleep(0.0005)

@@ -46,6 +46,20 @@ std::vector<WeightsCase> weights_cases() {
        {90, 31},
        false},
       {"dense with bias", 1, 2, 1, 30, 130, 16, 8, DenseSpec{}, false, {}, true},
+      // Many queries over few keys: with RoPE the weights pass's rotated q outweighs the
+      // kernel's scratch, so its part decides a workspace's size.
+      {"dense, long queries over few keys",
+       1,
+       8,
+       8,
+       512,
+       16,
+       64,
+       64,
+       DenseSpec{},
+       false,
+       {},
+       false},
       {"window", 1, 2, 2, 200, 200, 32, 32, SlidingWindowSpec{20, 13, {}}, false, {}, false},
       {"window causal + globals",
        2,
@@ -209,6 +223,7 @@ TEST(WeightsOutput, OutAndLseAreBitwiseIdenticalWithAndWithoutWeights) {
 // workspace.size() that writes no output. Dense cases with RoPE, window cases with ALiBi.
 TEST(WeightsOutput, AWorkspaceServesWeightsRunsBitForBit) {
   std::uint32_t seed = 600;
+  bool pass_decides = false;  // some case's count is the weights pass's part
   for (const WeightsCase& c : weights_cases()) {
     SCOPED_TRACE(c.name);
     Inputs in = make_inputs(c, seed += 10);
@@ -235,7 +250,9 @@ TEST(WeightsOutput, AWorkspaceServesWeightsRunsBitForBit) {
                   floats64(c.batch * c.heads_kv * c.seq_k * c.dim);
         }
         EXPECT_EQ(*need, std::max(rows, *plan.qkv_workspace_bytes()));
-        std::vector<std::byte> storage(*need + 64, std::byte{0xff});  // NaN floats
+        pass_decides = pass_decides || rows > *plan.qkv_workspace_bytes();
+        // NaN floats, and 128 guard bytes past the workspace that no run may touch.
+        std::vector<std::byte> storage(*need + 64 + 128, std::byte{0xff});
         const std::span<std::byte> ws{
             storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64,
             *need};
@@ -245,6 +262,9 @@ TEST(WeightsOutput, AWorkspaceServesWeightsRunsBitForBit) {
         EXPECT_EQ(bit_differences(bits_of(alone.lse.view), bits_of(with.lse.view)), 0) << "lse";
         EXPECT_EQ(bit_differences(bits_of(alone.weights.view), bits_of(with.weights.view)), 0)
             << "weights";
+        for (std::size_t i = 0; i < 128; ++i) {
+          ASSERT_EQ(ws.data()[*need + i], std::byte{0xff}) << "written past the workspace";
+        }
         Outputs refused = fresh_outputs(in);
         expect_error([&] { run_into(refused, in, true, &plan, ws.first(*need - 64)); },
                      "workspace.size()");
@@ -254,6 +274,7 @@ TEST(WeightsOutput, AWorkspaceServesWeightsRunsBitForBit) {
       });
     }
   }
+  EXPECT_TRUE(pass_decides) << "no case where the weights pass's scratch sets the count";
 }
 
 }  // namespace

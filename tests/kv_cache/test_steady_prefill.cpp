@@ -1,0 +1,252 @@
+// A steady loop of runs over q, k, v (every variant that takes a workspace; half views; runs
+// that ask for weights) in a caller workspace allocates nothing on the heap after its first
+// run. Allocations are counted by counting_allocator.hpp (every operator new; malloc and the
+// aligned allocators outside the sanitizers) while a run runs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "seqattn/seqattn.hpp"
+#include "tests/half/half_support.hpp"
+#include "tests/kv_cache/counting_allocator.hpp"
+#include "tests/kv_cache/kv_cache_support.hpp"
+#include "tests/support/sanitizers.hpp"
+#include "tests/support/test_tensors.hpp"
+
+namespace seqattn {
+namespace {
+
+using testing::allocations_of;
+using testing::kCountsMalloc;
+using testing::make_tensor;
+using testing::make_zeros;
+using testing::OwnedTensor;
+
+// A steady prefill loop over q, k, v (one plan run again and again, as for equal prefill chunks)
+// allocates nothing after its first run, given qkv_workspace_bytes(): dense, and a sliding
+// window long enough to take the banded path (S 5000, D 64: a pair packs at least
+// 5000·(64 + 64) = 640000 floats, past the 2^19 budget, on every target) with a global token
+// (a wide row, run on a fully packed copy); causal, GQA, RoPE or ALiBi (whose work items
+// reorder their tiles), key lengths, one and two threads; Linformer (its projections and the
+// dense run over them in one workspace), with RoPE and two threads; linear attention on its
+// three paths (non-causal, causal segments in waves, causal FAVOR+); and hierarchical
+// attention (its coarse levels' kernel calls in the pair's share); LSH attention (each pair
+// thread's hashes, slots and accumulators, its calls' windows kept by the plan; S 2500 takes two
+// kernel calls per round). The workspace is refilled
+// with NaN bytes before every run (stale scratch would show); every run equals the same run without
+// a workspace, bit for bit, and the run without one allocates (the counter sees it where it counts
+// malloc).
+TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
+  struct Case {
+    const char* name;
+    Variant variant;
+    bool causal;
+    int threads;
+    bool rope, alibi;
+    std::int64_t seq;
+    std::int64_t key_length = 0;  // > 0: RunArgs::key_lengths
+    bool favor = false;           // linear attention's FAVOR+ map (else elu1)
+  };
+  // Under the sanitizers three runs (a second allocation would show in run 2 or 3): the eight
+  // of the release flavour took 38 s of the sanitize flavour's tests.
+  constexpr std::int64_t kHeads = 4, kKv = 2, kDim = 64, kRuns = testing::kSanitized ? 3 : 8;
+  for (const Case& c :
+       {Case{"dense, causal, rope", Variant::kDense, true, 1, true, false, 300},
+        Case{"dense, alibi, 2 threads", Variant::kDense, false, 2, false, true, 257},
+        Case{"window, banded, causal, key length", Variant::kSlidingWindow, true, 1, false, false,
+             5000, 4321},
+        Case{"dense, key length", Variant::kDense, false, 1, false, false, 200, 77},
+        Case{"window, banded, alibi, 2 threads", Variant::kSlidingWindow, false, 2, false, true,
+             5000},
+        Case{"linformer, rope, key length", Variant::kLinformer, false, 1, true, false, 300, 211},
+        Case{"linformer, 2 threads", Variant::kLinformer, false, 2, false, false, 517},
+        Case{"linear, 2 threads, key length", Variant::kLinear, false, 2, false, false, 300, 177},
+        Case{"linear elu1 causal segments, rope, 2 threads", Variant::kLinear, true, 2, true, false,
+             1200},
+        Case{"linear favor causal", Variant::kLinear, true, 1, false, false, 200, 0, true},
+        Case{"hierarchical, rope, key length, 2 threads", Variant::kHierarchical, false, 2, true,
+             false, 700, 650},
+        Case{"hierarchical causal", Variant::kHierarchical, true, 1, false, false, 1000},
+        Case{"lsh, causal, key length, 2 threads", Variant::kLsh, true, 2, false, false, 2500,
+             2300},
+        Case{"lsh", Variant::kLsh, false, 1, false, false, 300}}) {
+    SCOPED_TRACE(c.name);
+    AttentionOptions options;
+    options.mask.causal = c.causal;
+    options.threads = c.threads;
+    if (c.rope) options.rope = RotaryEmbedding{};
+    if (c.alibi) options.alibi = Alibi{};
+    if (c.variant == Variant::kSlidingWindow) {
+      SlidingWindowSpec window;
+      window.left = 100;
+      window.right = c.causal ? 0 : 30;
+      window.global_tokens = {7};
+      options.variant = window;
+    }
+    if (c.variant == Variant::kLinear) {
+      LinearSpec linear;
+      if (c.favor) linear.feature_map = FeatureMap::kFavor;
+      options.variant = linear;
+    }
+    if (c.variant == Variant::kHierarchical) options.variant = HierarchicalSpec{.block = 32};
+    if (c.variant == Variant::kLsh) {
+      LshSpec lsh;  // separate keys: GQA (4 query heads over 2 kv heads)
+      lsh.hashes = 2;
+      lsh.chunk_length = 64;
+      lsh.shared_qk = false;
+      options.variant = lsh;
+    }
+    if (c.variant == Variant::kLinformer) {
+      LinformerSpec projection;
+      projection.proj_len = 96;
+      options.variant = projection;
+    }
+    const AttentionPlan plan = make_plan({1, kHeads, kKv, c.seq, c.seq, kDim, kDim}, options);
+    ASSERT_TRUE(plan.qkv_workspace_bytes().has_value());
+    const std::size_t bytes = *plan.qkv_workspace_bytes();
+    std::vector<std::byte> storage(bytes + 64);
+    std::byte* aligned =
+        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
+    const std::vector<std::int64_t> lengths{c.key_length};
+    RunArgs args{.workspace = {aligned, bytes}}, plain;
+    if (c.key_length > 0) args.key_lengths = plain.key_lengths = lengths;
+    OwnedTensor out = make_zeros(1, kHeads, c.seq, kDim),
+                alone = make_zeros(1, kHeads, c.seq, kDim);
+    long after_first = 0;
+    for (std::int64_t run = 0; run < kRuns; ++run) {  // new data each run
+      const OwnedTensor q = make_tensor(1, kHeads, c.seq, kDim, testing::Layout::kBSHD, 20 + run);
+      const OwnedTensor k = make_tensor(1, kKv, c.seq, kDim, testing::Layout::kBHSD, 40 + run);
+      const OwnedTensor v = make_tensor(1, kKv, c.seq, kDim, testing::Layout::kBHSD, 60 + run);
+      std::fill(aligned, aligned + bytes, std::byte{0xff});  // NaN floats
+      const long n =
+          allocations_of([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, args); });
+      if (run > 0) after_first += n;
+      const long own =
+          allocations_of([&] { plan.run(q.cview(), k.cview(), v.cview(), alone.view, plain); });
+      if (kCountsMalloc) {
+        EXPECT_GE(own, 1) << "a run without a workspace allocates its scratch";
+      }
+      ASSERT_EQ(
+          std::memcmp(out.storage.data(), alone.storage.data(), out.storage.size() * sizeof(float)),
+          0)
+          << "run " << run << ": the workspace changed the result";
+    }
+    EXPECT_EQ(after_first, 0) << "heap allocations in runs 2.." << kRuns;
+    double largest = 0;  // not all zero; softmax's is a convex combination of values (|v| <= 1)
+    for (const float x : out.storage) largest = std::max(largest, std::abs(static_cast<double>(x)));
+    EXPECT_GT(largest, 0.0);
+    if (c.variant != Variant::kLinformer && c.variant != Variant::kLinear) {  // softmax
+      EXPECT_LE(largest, 1.0);
+    }
+  }
+}
+
+// Half views (their fp32 copies at the workspace's end) and f32 views rounded by fp32_precision
+// bf16: runs in qkv_workspace_bytes(dtypes) allocate nothing after the first either.
+TEST(SteadyPrefill, HalfViewsInAWorkspaceAllocateNothing) {
+  constexpr std::int64_t kHeads = 4, kKv = 2, kSeq = 300, kDim = 64;
+  const OwnedTensor q32 = make_tensor(1, kHeads, kSeq, kDim, testing::Layout::kBSHD, 5);
+  const OwnedTensor k32 = make_tensor(1, kKv, kSeq, kDim, testing::Layout::kBHSD, 6);
+  const auto q16 = testing::rounded<bfloat16>(q32), k16 = testing::rounded<bfloat16>(k32);
+  const auto qh = testing::rounded<float16>(q32);
+  auto out16 = testing::rounded<float16>(make_zeros(1, kHeads, kSeq, kDim));
+  OwnedTensor out32 = make_zeros(1, kHeads, kSeq, kDim);
+  struct Case {
+    const char* name;
+    AnyConstTensor q, k;
+    AnyTensor out;
+    bool rounds;
+    VariantSpec variant;
+  };
+  SlidingWindowSpec window;
+  window.left = 40;
+  for (const Case& c :
+       {Case{"bf16 q/k/v, f16 out, dense", q16.cview(), k16.cview(), out16.view, false, {}},
+        Case{"f16 q, bf16 k/v, f32 out, window", qh.cview(), k16.cview(), out32.view, false,
+             window},
+        Case{"f32 views rounded to bf16", q32.cview(), k32.cview(), out32.view, true, {}}}) {
+    SCOPED_TRACE(c.name);
+    AttentionOptions options;
+    options.mask.causal = true;
+    options.variant = c.variant;
+    if (c.rounds) options.fp32_precision = Fp32Precision::kBf16;
+    const AttentionPlan plan = make_plan({1, kHeads, kKv, kSeq, kSeq, kDim, kDim}, options);
+    const std::optional<std::size_t> bytes =
+        plan.qkv_workspace_bytes({c.q.dtype, c.k.dtype, c.k.dtype, c.out.dtype});
+    ASSERT_TRUE(bytes.has_value());
+    std::vector<std::byte> storage(*bytes + 64);
+    const std::span<std::byte> ws{
+        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64, *bytes};
+    long after_first = 0;
+    for (int run = 0; run < 4; ++run) {
+      const long n = allocations_of([&] { plan.run(c.q, c.k, c.k, c.out, {.workspace = ws}); });
+      if (run > 0) after_first += n;
+    }
+    EXPECT_EQ(after_first, 0) << "heap allocations in runs 2..4";
+    if (kCountsMalloc) {
+      EXPECT_GE(allocations_of([&] { plan.run(c.q, c.k, c.k, c.out); }), 1)
+          << "a run without a workspace allocates its copies";
+    }
+  }
+}
+
+// Runs that ask for the attention weights, in qkv_workspace_bytes({..., .weights = true}): the
+// weights pass's score rows (and with RoPE its rotated q and k) come from the workspace too.
+TEST(SteadyPrefill, WeightsRunsInAWorkspaceAllocateNothing) {
+  constexpr std::int64_t kHeads = 4, kKv = 2, kSeq = 200, kDim = 32;
+  const OwnedTensor q = make_tensor(1, kHeads, kSeq, kDim, testing::Layout::kBSHD, 7);
+  const OwnedTensor k = make_tensor(1, kKv, kSeq, kDim, testing::Layout::kBHSD, 8);
+  const auto q16 = testing::rounded<bfloat16>(q);
+  OwnedTensor out = make_zeros(1, kHeads, kSeq, kDim), weights = make_zeros(1, kHeads, kSeq, kSeq);
+  SlidingWindowSpec window;
+  window.left = 30;
+  window.global_tokens = {3};
+  struct Case {
+    const char* name;
+    VariantSpec variant;
+    bool rope, alibi, half;
+    int threads;
+  };
+  for (const Case& c : {Case{"dense, rope, causal", {}, true, false, false, 1},
+                        Case{"window, alibi, 2 threads", window, false, true, false, 2},
+                        Case{"dense, rope, bf16 q, 2 threads", {}, true, false, true, 2}}) {
+    SCOPED_TRACE(c.name);
+    AttentionOptions options;
+    options.mask.causal = true;
+    options.variant = c.variant;
+    options.threads = c.threads;
+    if (c.rope) options.rope = RotaryEmbedding{};
+    if (c.alibi) options.alibi = Alibi{};
+    const AttentionPlan plan = make_plan({1, kHeads, kKv, kSeq, kSeq, kDim, kDim}, options);
+    const AnyConstTensor qv = c.half ? AnyConstTensor(q16.cview()) : AnyConstTensor(q.cview());
+    const std::optional<std::size_t> bytes = plan.qkv_workspace_bytes(
+        {.q = qv.dtype, .k = DType::kF32, .v = DType::kF32, .out = DType::kF32, .weights = true});
+    ASSERT_TRUE(bytes.has_value());
+    std::vector<std::byte> storage(*bytes + 64);
+    const std::span<std::byte> ws{
+        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64, *bytes};
+    const RunArgs args{.weights = weights.view, .workspace = ws};
+    long after_first = 0;
+    for (int run = 0; run < 4; ++run) {
+      const long n = allocations_of([&] { plan.run(qv, k.cview(), k.cview(), out.view, args); });
+      if (run > 0) after_first += n;
+    }
+    EXPECT_EQ(after_first, 0) << "heap allocations in runs 2..4";
+    if (kCountsMalloc) {  // the pass's scratch is allocated on top of the kernel's
+      const long plain = allocations_of([&] { plan.run(qv, k.cview(), k.cview(), out.view); });
+      const long with_weights = allocations_of(
+          [&] { plan.run(qv, k.cview(), k.cview(), out.view, {.weights = weights.view}); });
+      EXPECT_GT(with_weights, plain) << "a weights run without a workspace allocates its rows";
+    }
+    double row = 0;  // the last row's weights: a softmax
+    for (std::int64_t j = 0; j < kSeq; ++j) row += weights.storage[(kSeq - 1) * kSeq + j];
+    EXPECT_NEAR(row, 1.0, 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace seqattn
