@@ -54,6 +54,9 @@ struct PagedKvCache::Impl {
   // The bytes of sub-block s's keys and values (k_sub, v_sub elements of elem_bytes).
   std::uint8_t* key_part(std::int64_t s) const { return k.get() + s * k_sub * elem_bytes; }
   std::uint8_t* value_part(std::int64_t s) const { return v.get() + s * v_sub * elem_bytes; }
+  // Sub-block s's kKvBlock int8 scales of K and of V.
+  float* key_scales(std::int64_t s) const { return k_scale.get() + s * kKvBlock; }
+  float* value_scales(std::int64_t s) const { return v_scale.get() + s * kKvBlock; }
   hwy::AlignedFreeUniquePtr<std::uint8_t[]> k, v;
   hwy::AlignedFreeUniquePtr<float[]> k_scale, v_scale;
   std::vector<std::int32_t> refs;       // sequences holding each block
@@ -96,8 +99,8 @@ struct PagedKvCache::Impl {
       std::memset(key_part(s), 0, k_sub * elem_bytes);
       std::memset(value_part(s), 0, v_sub * elem_bytes);
       if (scale_block != 0) {
-        std::fill_n(k_scale.get() + s * kKvBlock, kKvBlock, 0.0f);
-        std::fill_n(v_scale.get() + s * kKvBlock, kKvBlock, 0.0f);
+        std::fill_n(key_scales(s), kKvBlock, 0.0f);
+        std::fill_n(value_scales(s), kKvBlock, 0.0f);
       }
     }
     return b;
@@ -113,8 +116,8 @@ struct PagedKvCache::Impl {
       std::memcpy(key_part(to), key_part(from), k_sub * elem_bytes);
       std::memcpy(value_part(to), value_part(from), v_sub * elem_bytes);
       if (scale_block != 0) {
-        std::copy_n(k_scale.get() + from * kKvBlock, kKvBlock, k_scale.get() + to * kKvBlock);
-        std::copy_n(v_scale.get() + from * kKvBlock, kKvBlock, v_scale.get() + to * kKvBlock);
+        std::copy_n(key_scales(from), kKvBlock, key_scales(to));
+        std::copy_n(value_scales(from), kKvBlock, value_scales(to));
       }
     }
     release(block);
@@ -179,8 +182,8 @@ void PagedKvCache::Impl::write(const Sequence& s, const TensorView<const Src>& k
           detail::quantize_int8_key(buf, dim, sc[0], key_block, slot, kKvBlock);
           detail::widen_row(vt.ptr(0, hk, t), vt.strides[3], shape.dim_v, buf);
           detail::quantize_int8_value(buf, shape.dim_v, sc[1], value_block, slot, dv_pad);
-          k_scale[static_cast<std::size_t>(sub * kKvBlock + slot)] = sc[0];
-          v_scale[static_cast<std::size_t>(sub * kKvBlock + slot)] = sc[1];
+          key_scales(sub)[slot] = sc[0];
+          value_scales(sub)[slot] = sc[1];
         } else {
           for (std::int64_t d = 0; d < dim; ++d)
             key_block[d * kKvBlock + slot] = detail::convert_element<Dst>(buf[d]);

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <tuple>
+#include <utility>
 
 #include "seqattn/error.hpp"
 #include "seqattn/variant_params.hpp"
@@ -256,6 +257,17 @@ std::vector<std::int64_t> lengths(const ReportFlags& f) {
   return seqs;
 }
 
+// The lengths `text` lists for `flag` (each >= 1), or `defaults` when it is empty.
+std::vector<std::int64_t> positive_lengths(const std::string& text, const std::string& flag,
+                                           std::vector<std::int64_t> defaults) {
+  if (text.empty()) return defaults;
+  std::vector<std::int64_t> list = parse_int_list(text, flag);
+  for (const std::int64_t n : list) {
+    if (n < 1) throw Error(ErrorKind::kInvalidArgument, flag, "lengths >= 1", text);
+  }
+  return list;
+}
+
 // (S_k, K/V dtype, threads) of the decode sweep, in that nesting order.
 std::vector<std::tuple<std::int64_t, DType, int>> decode_grid(
     const std::vector<std::int64_t>& seqs) {
@@ -452,29 +464,12 @@ ReportConfig configure(const ReportFlags& f, std::map<std::string, VariantSpec>&
   c.plot_script = f.plot_script;
   c.plot = !f.no_plot;
   if (!f.no_decode) {
-    if (!f.decode_seqs.empty()) {
-      c.decode_seqs = parse_int_list(f.decode_seqs, "--decode-seqs");
-      for (const std::int64_t seq_k : c.decode_seqs) {
-        if (seq_k < 1) {
-          throw Error(ErrorKind::kInvalidArgument, "--decode-seqs", "cache lengths >= 1",
-                      f.decode_seqs);
-        }
-      }
-    } else {
-      c.decode_seqs = {512, 4096, 32768};
-      if (f.full) c.decode_seqs.push_back(131072);
-    }
+    std::vector<std::int64_t> defaults{512, 4096, 32768};
+    if (f.full) defaults.push_back(131072);
+    c.decode_seqs = positive_lengths(f.decode_seqs, "--decode-seqs", std::move(defaults));
   }
   c.paged_batch = f.paged_batch;
-  if (!f.no_half) {
-    c.half_seqs = f.half_seqs.empty() ? std::vector<std::int64_t>{1024, 4096}
-                                      : parse_int_list(f.half_seqs, "--half-seqs");
-    for (const std::int64_t seq : c.half_seqs) {
-      if (seq < 1) {
-        throw Error(ErrorKind::kInvalidArgument, "--half-seqs", "lengths >= 1", f.half_seqs);
-      }
-    }
-  }
+  if (!f.no_half) c.half_seqs = positive_lengths(f.half_seqs, "--half-seqs", {1024, 4096});
   if (f.ring_seq < 4)
     throw Error(ErrorKind::kInvalidArgument, "--ring-seq", ">= 4", std::to_string(f.ring_seq));
   c.ring_seq = f.no_ring ? 0 : f.ring_seq;

@@ -1,11 +1,13 @@
 #include "src/kernel/weight_rows.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <span>
 
 #include "src/kernel/element_mask.hpp"
+#include "src/kernel/scratch_arena.hpp"
 #include "src/kernel/team_loops.hpp"
 #include "src/kernel/tile_visibility.hpp"
 #include "src/runtime/positional.hpp"
@@ -16,11 +18,30 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-std::size_t floats64(std::int64_t floats) {  // bytes of `floats` floats, rounded up to 64
-  return (4 * static_cast<std::size_t>(floats) + 63) / 64 * 64;
-}
 std::int64_t elements(const std::array<std::int64_t, 4>& shape) {
   return shape[0] * shape[1] * shape[2] * shape[3];
+}
+
+// Floats from one thread's score row to the next: S_k rounded up to a 64-byte line, so the
+// threads' rows share no line.
+std::int64_t row_stride(const Problem& p) { return (p.seq_k() + 15) / 16 * 16; }
+
+// The pass's scratch, in carving order: with RoPE the rotated q and k, then a score row per
+// thread. The same takes count the workspace (a counting arena) and carve it, so the two
+// cannot disagree.
+struct WeightsScratch {
+  float* q = nullptr;  // null without RoPE, and while counting
+  float* k = nullptr;
+  float* scores = nullptr;
+};
+WeightsScratch carve_weights_scratch(ScratchArena& arena, const Problem& p) {
+  WeightsScratch s;
+  if (rope_of(p.positional.get()) != nullptr) {
+    s.q = arena.take<float>(elements(p.q.shape));
+    s.k = arena.take<float>(elements(p.k.shape));
+  }
+  s.scores = arena.take<float>(p.threads * row_stride(p));
+  return s;
 }
 
 // One row of weights: the row's own stable softmax over the keys it sees (0 for the others,
@@ -71,40 +92,31 @@ void weights_row(const Problem& p, const ElementMask& mask, const TileVisibility
 }  // namespace
 
 std::size_t weights_workspace_bytes(const Problem& p) {
-  std::size_t bytes = static_cast<std::size_t>(p.threads) * floats64(p.seq_k());
-  if (rope_of(p.positional.get()) != nullptr) {
-    bytes += floats64(elements(p.q.shape)) + floats64(elements(p.k.shape));
-  }
-  return bytes;
+  ScratchArena counter;
+  carve_weights_scratch(counter, p);
+  return counter.used();
 }
 
 void weights_forward(const Problem& given, const KeyStructure& keys) {
   const std::size_t need = weights_workspace_bytes(given);
   const RunScratch scratch(given.workspace, need, need,
                            "AttentionPlan::qkv_workspace_bytes() with QkvDtypes::weights set");
-  std::byte* at = scratch.data();
-  auto take = [&](std::int64_t floats) {
-    const std::span<float> part(reinterpret_cast<float*>(at), static_cast<size_t>(floats));
-    at += floats64(floats);
-    return part;
-  };
+  ScratchArena arena(scratch.data(), scratch.size());
+  const WeightsScratch carved = carve_weights_scratch(arena, given);
   // Every row reads every key: q and k are rotated once instead of per pair. ALiBi stays with
   // the caller's tables.
   const PositionalTables* alibi =
       given.positional && given.positional->has_alibi() ? given.positional.get() : nullptr;
   Problem p = given;
-  if (rope_of(given.positional.get()) != nullptr) {
-    const std::span<float> q_store = take(elements(given.q.shape));
-    const std::span<float> k_store = take(elements(given.k.shape));
-    p = with_rotated_inputs(given, q_store, k_store);
+  if (carved.q != nullptr) {
+    p = with_rotated_inputs(given, {carved.q, static_cast<size_t>(elements(given.q.shape))},
+                            {carved.k, static_cast<size_t>(elements(given.k.shape))});
   }
   const ElementMask mask(p);
   const TileVisibility visibility(p, keys);
   const std::int64_t rows = p.batch() * p.heads_q() * p.seq_q();
-  float* const scores = reinterpret_cast<float*>(at);
-  const auto row_floats = static_cast<std::int64_t>(floats64(p.seq_k()) / 4);
   RunOnTeam(p.threads, [&](const auto& team) {
-    float* own = scores + team.thread() * row_floats;
+    float* own = carved.scores + team.thread() * row_stride(p);
     team.for_static(rows, [&](std::int64_t r) {
       const std::int64_t i = r % p.seq_q();
       const std::int64_t h = (r / p.seq_q()) % p.heads_q();
