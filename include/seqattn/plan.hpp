@@ -75,14 +75,14 @@ struct RunArgs {
   // Scratch of the run: at least workspace_bytes() over a cache, qkv_workspace_bytes(dtypes)
   // over q, k, v; 64-byte aligned; one per concurrent run.
   // Empty = the run allocates it. Over a KvCache or a PagedKvCache, any variant that runs there.
-  // Over q, k, v: every variant, on the fp32 path (the packed K/V tiles and
+  // Over q, k, v: every variant, on any compute path (the packed K/V tiles and
   // each thread's scratch; Linformer's projected K and V before them; linear attention's
   // per-thread buffers and states; hierarchical attention's coarse tokens and its kernel
   // calls' scratch; LSH attention's hashes, sorted slots, accumulators and its kernel calls'
   // scratch; dense and sliding window's weights pass, when weights are asked for; then the fp32
-  // copies of half views, or of f32 views fp32_precision rounds). Runs whose bf16 operands take
-  // another path than fp32 (SEQATTN_COMPUTE_PATH forcing one) allocate beside it and refuse a
-  // workspace (kNotImplemented).
+  // copies of half views, or of f32 views fp32_precision rounds). The count depends on the
+  // path the run's bf16 operands take (SEQATTN_COMPUTE_PATH may force amx-bf16 or
+  // amx-emulated, whose tiles are shaped differently): size it with the same environment.
   std::span<std::byte> workspace{};
 };
 
@@ -107,9 +107,9 @@ class AttentionPlan {
   // the variant's part (rounded up to 64 bytes): each adds 4 bytes an element, rounded up to 64
   // (bitwise the same result as without a workspace). `dtypes.weights`: the count for runs
   // that ask for weights (dense and sliding window; the weights pass's score rows and, with
-  // RoPE, rotated copies of q and k share the variant's part). nullopt: runs with these dtypes
-  // take no workspace (bf16 operands on another path than fp32, see RunArgs::workspace; weights
-  // from a variant that writes none). Error naming
+  // RoPE, rotated copies of q and k share the variant's part). Counted on the path a run with
+  // these dtypes takes (the first query on a tile path counts it, and builds the kernel's
+  // tables for it). nullopt: weights from a variant that writes none. Error naming
   // `q.dtype` (k, v, out) for a type other than f32, bf16 or f16, or SEQATTN_COMPUTE_PATH when
   // it forces a path this CPU or build cannot run (as a run would).
   std::optional<std::size_t> qkv_workspace_bytes(const QkvDtypes& dtypes = {}) const;

@@ -149,8 +149,9 @@ class Plan:
     def qkv_workspace_bytes(self):
         """Scratch bytes a run over float32 q, k, v takes (no weights): the kernel's, plus
         float32 copies of q, k and v when fp32_precision="bf16" rounds them. Runs over
-        bfloat16/float16 arrays take more (a float32 copy of each half array). None when such
-        runs allocate their own (a bf16 tile path forced by SEQATTN_COMPUTE_PATH)."""
+        bfloat16/float16 arrays take more (a float32 copy of each half array). Counted on the
+        compute path such runs take (SEQATTN_COMPUTE_PATH may force a bf16 tile path, whose
+        tiles are shaped differently)."""
         return self._plan.qkv_workspace_bytes
 
     @property

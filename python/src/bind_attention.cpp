@@ -168,8 +168,8 @@ RunRecord with_held_workspace(const PyPlan& p, std::optional<std::size_t> bytes,
 }
 
 // The plan's workspace bytes for a q/k/v run with these views (the fp32 copies of half arrays
-// and the weights pass's scratch included), or none on a tile path (the run then allocates its
-// own).
+// and the weights pass's scratch included) on the compute path the run takes, or none for
+// weights from a variant that writes none (the run then refuses them).
 std::optional<std::size_t> qkv_bytes(const AttentionPlan& plan, const Operands& a,
                                      const RunArgs& args) {
   return plan.qkv_workspace_bytes(

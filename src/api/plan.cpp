@@ -179,12 +179,27 @@ detail::ComputePath path_for(const detail::PlanState& st, bool bf16) {
   return detail::bf16_path_for_runs();
 }
 
+// The variant's scratch for a run over q, k, v on `path` (PreparedVariant::workspace_bytes, or
+// weights_workspace_bytes with weights): the plan's count on the fp32 path, else counted on
+// that path's first query or run and kept (the tile products pack tiles of their own shape).
+std::optional<std::size_t> qkv_variant_bytes(const detail::PlanState& st, bool weights,
+                                             detail::ComputePath path) {
+  if (path == detail::ComputePath::kFp32) {
+    return weights ? st.qkv_weights_workspace_bytes : st.qkv_workspace_bytes;
+  }
+  const auto& counts = weights ? st.other_paths->weights : st.other_paths->plain;
+  return counts.get(path, [&] {
+    detail::Problem p = st.planned;
+    p.compute_path = path;
+    return weights ? st.prepared->weights_workspace_bytes(p) : st.prepared->workspace_bytes(p);
+  });
+}
+
 // A caller's workspace for a run over q, k, v with these dtypes on `path`: the variant's
-// scratch (PreparedVariant::workspace_bytes, counted on the fp32 path), then the fp32 copies
-// F32Staging makes, in its order (q, k, v, out; each 64-byte aligned): a half view, or an f32
-// input that fp32_precision rounds. With weights the variant's part also holds the weights
-// pass's scratch. Unset (`serves` false) where a workspace cannot serve the run: a tile path,
-// whose packing the variants do not count, or weights from a variant that writes none.
+// scratch (qkv_variant_bytes), then the fp32 copies F32Staging makes, in its order (q, k, v,
+// out; each 64-byte aligned): a half view, or an f32 input that fp32_precision rounds. With
+// weights the variant's part also holds the weights pass's scratch. Unset (`serves` false)
+// where a workspace cannot serve the run: weights from a variant that writes none.
 struct QkvWorkspace {
   bool serves = false;
   std::size_t kernel = 0;   // bytes of the variant's part
@@ -195,9 +210,8 @@ struct QkvWorkspace {
 QkvWorkspace qkv_workspace(const detail::PlanState& st, const QkvDtypes& d,
                            detail::ComputePath path) {
   QkvWorkspace w;
-  const std::optional<std::size_t>& kernel =
-      d.weights ? st.qkv_weights_workspace_bytes : st.qkv_workspace_bytes;
-  if (!kernel || path != detail::ComputePath::kFp32) return w;
+  const std::optional<std::size_t> kernel = qkv_variant_bytes(st, d.weights, path);
+  if (!kernel) return w;
   w.serves = true;
   w.kernel = *kernel;
   const bool rounds = st.options.fp32_precision == Fp32Precision::kBf16;
@@ -221,8 +235,8 @@ void check_qkv_dtypes(const QkvDtypes& d) {
 
 // The caller's workspace split for a run over q, k, v, checked before anything is written: the
 // variant's part (which the variant checks for the run's target and key lengths; with weights
-// checked here, as the weights pass needs it) and where F32Staging puts its copies. Refused
-// (kNotImplemented) where it cannot serve the run: a tile path, which would allocate beside it.
+// checked here, as the weights pass needs it) and where F32Staging puts its copies, on the
+// run's compute path.
 struct QkvWorkspaceParts {
   std::span<std::byte> kernel;
   std::span<float> staging;
@@ -245,12 +259,6 @@ QkvWorkspaceParts split_qkv_workspace(const detail::PlanState& st, const QkvDtyp
   asked.weights = args.weights.has_value();
   const QkvWorkspace w = qkv_workspace(st, asked, path);
   if (asked.weights && !st.qkv_weights_workspace_bytes) return {args.workspace, {}};  // refused
-  if (!w.serves) {
-    throw Error(ErrorKind::kNotImplemented, "workspace",
-                "empty on the " + std::string(detail::to_string(path)) + " compute path", given(),
-                "a workspace is counted for the fp32 path; the other paths of bf16 operands "
-                "(SEQATTN_COMPUTE_PATH forcing one) pack in scratch they allocate: pass none");
-  }
   if (w.staging == 0 && !asked.weights) return {args.workspace, {}};  // the variant checks
   detail::check_workspace(args.workspace, w.total(),
                           "AttentionPlan::qkv_workspace_bytes() for the run's q, k, v and out "

@@ -12,6 +12,7 @@
 #include "seqattn/plan.hpp"
 #include "src/kernel/decode/cache_attention.hpp"
 #include "src/kernel/decode/cache_rule.hpp"
+#include "src/runtime/path_counts.hpp"
 #include "variants/attention_variant.hpp"
 
 namespace seqattn::detail {
@@ -38,6 +39,12 @@ struct PlanState {
   std::optional<std::size_t> qkv_workspace_bytes;
   // The same for a run that asks for weights (PreparedVariant::weights_workspace_bytes).
   std::optional<std::size_t> qkv_weights_workspace_bytes;
+  // Both on another compute path (bf16 products forced onto the tile path), counted on first
+  // need (qkv_variant_bytes).
+  struct OtherPaths {
+    PathCounts<std::optional<std::size_t>> plain, weights;
+  };
+  std::shared_ptr<const OtherPaths> other_paths = std::make_shared<const OtherPaths>();
   // Where the staging starts: what a cache run's workspace must hold at least.
   std::size_t tables_end() const { return cache_workspace_bytes + paged_table_bytes; }
 };

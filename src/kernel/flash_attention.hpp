@@ -27,8 +27,8 @@ bool flash_streams_band(const Problem& p, const KeyStructure& keys);
 void softmax_forward(const Problem& p, const KeyStructure& keys);
 
 // The workspace softmax_forward carves for a run of `planned` (without weights) on this SIMD
-// target on the fp32 path: the only one a run in a caller's workspace takes (f32 views and
-// fp32_precision ieee, which AttentionPlan::run requires of one).
+// target and planned.compute_path (the fp32 and the tile products block their tiles
+// differently).
 std::size_t softmax_workspace_bytes(const Problem& planned, const KeyStructure& keys);
 // The same for a run that asks for weights: the weights pass runs after the kernel and carves
 // its scratch from the same bytes, so the larger of the two.

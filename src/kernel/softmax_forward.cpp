@@ -16,9 +16,7 @@ void softmax_forward(const Problem& p, const KeyStructure& keys) {
 }
 
 std::size_t softmax_workspace_bytes(const Problem& planned, const KeyStructure& keys) {
-  Problem p = planned;
-  p.compute_path = ComputePath::kFp32;
-  return flash_workspace_bytes(p, keys);
+  return flash_workspace_bytes(planned, keys);  // on planned.compute_path
 }
 
 std::size_t softmax_weights_workspace_bytes(const Problem& planned, const KeyStructure& keys) {

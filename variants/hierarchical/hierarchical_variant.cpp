@@ -25,10 +25,10 @@
 #include "src/kernel/softmax_attention_cost.hpp"
 #include "src/kernel/team_loops.hpp"
 #include "src/runtime/checked_size.hpp"
+#include "src/runtime/path_counts.hpp"
 #include "src/runtime/scratch_floats.hpp"
 #include "src/runtime/validate.hpp"
 #include "src/runtime/workspace.hpp"
-#include "src/simd/highway_target.hpp"
 #include "variants/hierarchical/hierarchy.hpp"
 #include "variants/hierarchical/pair_run.hpp"
 #include "variants/registry.hpp"
@@ -77,8 +77,8 @@ Problem calls_problem(const Problem& p) {
 }
 
 // The largest workspace any kernel call of a pair needs (calls: calls_problem): every level-0
-// window and every coarse run, counted at full key lengths on the fp32 path. A plan counts it
-// once (its structures keep the kernel's tables).
+// window and every coarse run, counted at full key lengths on the calls' compute path. A plan
+// counts it once per target and path (its structures keep the kernel's tables).
 std::size_t calls_flash_bytes(const Problem& calls, const Hierarchy& h) {
   ScratchArena shape;  // counts only: the scratch's extents, no data
   const PairScratch s(calls, h, 0, shape);
@@ -125,8 +125,8 @@ void run_pairs(const Problem& p, const Hierarchy& h, const HierarchyScratch& s) 
   });
 }
 
-// flash_bytes: calls_flash_bytes of the run's calls on the fp32 path (a plan's, counted once),
-// or 0 for calls that allocate their own (another compute path).
+// flash_bytes: calls_flash_bytes of the run's calls (on p's target and compute path; a plan
+// counts it once per pair of them).
 void run_hierarchy(const Problem& p, const Hierarchy& h, std::size_t flash_bytes) {
   if (h.levels == 0) {  // level 0 covers every pair: exact attention (in p's workspace)
     flash_forward(p, h.level0);
@@ -211,7 +211,7 @@ class HierarchicalVariant final : public AttentionVariant {
 
   void run(const Problem& p, const VariantSpec& spec) const override {
     const Hierarchy h = make_hierarchy(p, std::get<HierarchicalSpec>(spec));
-    run_hierarchy(p, h, fp32_calls(p) ? calls_flash_bytes(calls_problem(p), h) : 0);
+    run_hierarchy(p, h, h.levels == 0 ? 0 : calls_flash_bytes(calls_problem(p), h));
   }
 
   std::shared_ptr<const PreparedVariant> prepare(const Problem& p,
@@ -220,37 +220,28 @@ class HierarchicalVariant final : public AttentionVariant {
   }
 
  private:
-  // Whether the kernel calls run on the fp32 path, the one their workspace is counted for;
-  // on another (bf16 products) each call allocates its own.
-  static bool fp32_calls(const Problem& p) { return p.compute_path == ComputePath::kFp32; }
-
-  // The plan keeps the structure and its calls' workspace size (counted once for the SIMD
-  // target dispatched then: the count builds each call's kernel tables, which the structures
-  // keep). A run on another target (a test forcing one) counts again: a call short of its
-  // workspace would throw inside the pairs' thread team.
+  // The plan keeps the structure and its calls' workspace size, counted for the SIMD target
+  // and compute path of the plan (the count builds each call's kernel tables, which the
+  // structures keep), and on first need for another (a test forcing a target, bf16 products
+  // forced onto the tile path): a call short of its workspace would throw inside the pairs'
+  // thread team.
   class Prepared final : public PreparedVariant {
    public:
-    Prepared(const Problem& planned, Hierarchy h)
-        : h_(std::move(h)),
-          flash_bytes_(h_.levels == 0 ? 0 : calls_flash_bytes(calls_problem(planned), h_)),
-          target_(simd::backend_target_name()) {}
-    void run(const Problem& p) const override {
-      if (!fp32_calls(p) || h_.levels == 0) return run_hierarchy(p, h_, 0);
-      const bool same_target = simd::backend_target_name() == target_;
-      run_hierarchy(p, h_, same_target ? flash_bytes_ : calls_flash_bytes(calls_problem(p), h_));
-    }
+    Prepared(const Problem& planned, Hierarchy h) : h_(std::move(h)) { flash_bytes(planned); }
+    void run(const Problem& p) const override { run_hierarchy(p, h_, flash_bytes(p)); }
     std::optional<std::size_t> workspace_bytes(const Problem& planned) const override {
-      const bool same_target = simd::backend_target_name() == target_;
-      return hierarchy_workspace_bytes(planned, h_,
-                                       same_target || h_.levels == 0
-                                           ? flash_bytes_
-                                           : calls_flash_bytes(calls_problem(planned), h_));
+      return hierarchy_workspace_bytes(planned, h_, flash_bytes(planned));
     }
 
    private:
+    std::size_t flash_bytes(const Problem& p) const {
+      if (h_.levels == 0) return 0;  // one kernel call over p: the workspace is its own
+      return flash_bytes_.get(p.compute_path,
+                              [&] { return calls_flash_bytes(calls_problem(p), h_); });
+    }
+
     Hierarchy h_;
-    std::size_t flash_bytes_;
-    std::string_view target_;  // interned for the process's life
+    PathCounts<std::size_t> flash_bytes_;
   };
 };
 

@@ -13,9 +13,9 @@
 
 #include "seqattn/attention.hpp"
 #include "src/runtime/checked_size.hpp"
+#include "src/runtime/path_counts.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/validate.hpp"
-#include "src/simd/highway_target.hpp"
 #include "variants/lsh/lsh_rounds.hpp"
 #include "variants/lsh/lsh_windows.hpp"
 #include "variants/registry.hpp"
@@ -159,23 +159,18 @@ class LshVariant final : public AttentionVariant {
   }
 
  private:
-  // Whether the kernel calls run on the fp32 path, the one their workspace is counted for; on
-  // another (bf16 products) each call allocates its own.
-  static bool fp32_calls(const Problem& p) { return p.compute_path == ComputePath::kFp32; }
-
   // The plan keeps the rotations, the calls' windows (each with the kernel's tables) and their
-  // workspace size, counted once for the SIMD target dispatched then. A run on another target
-  // (a test forcing one) counts again: a call short of its workspace would throw inside the
-  // pairs' thread team.
+  // workspace size, counted for the SIMD target and compute path of the plan, and on first
+  // need for another (a test forcing a target, bf16 products forced onto the tile path): a
+  // call short of its workspace would throw inside the pairs' thread team.
   class Prepared final : public PreparedVariant {
    public:
     Prepared(const Problem& planned, Rotations r)
-        : r_(std::move(r)),
-          windows_(r_.config.chunk, WindowStore::capacity_for(planned.batch())),
-          calls_bytes_(lsh_calls_bytes(planned, config())),
-          target_(simd::backend_target_name()) {}
+        : r_(std::move(r)), windows_(r_.config.chunk, WindowStore::capacity_for(planned.batch())) {
+      calls_bytes(planned);
+    }
     void run(const Problem& p) const override {
-      lsh_forward(p, config(), windows_, fp32_calls(p) ? calls_bytes(p) : 0);
+      lsh_forward(p, config(), windows_, calls_bytes(p));
     }
     std::optional<std::size_t> workspace_bytes(const Problem& planned) const override {
       return lsh_workspace_bytes(planned, config(), calls_bytes(planned));
@@ -189,13 +184,12 @@ class LshVariant final : public AttentionVariant {
       return c;
     }
     std::size_t calls_bytes(const Problem& p) const {
-      return simd::backend_target_name() == target_ ? calls_bytes_ : lsh_calls_bytes(p, config());
+      return calls_.get(p.compute_path, [&] { return lsh_calls_bytes(p, config()); });
     }
 
     Rotations r_;
     WindowStore windows_;
-    std::size_t calls_bytes_;
-    std::string_view target_;  // interned for the process's life
+    PathCounts<std::size_t> calls_;
   };
 };
 

@@ -1,0 +1,180 @@
+// Runs whose bf16 operands take the tile path, in a caller workspace. SEQATTN_COMPUTE_PATH=
+// amx-emulated runs the tile kernel's products on any CPU; amx-bf16 shares their blocking, so
+// the same count serves it. qkv_workspace_bytes() counts the path the run takes: the tile
+// products pack K and V in tiles of their own shape, so the fp32 path's count is not theirs.
+// In that count every variant on the tile kernel runs bitwise as without a workspace, writes
+// nothing past it, refuses one line less before writing anything, and allocates nothing after
+// its first run (counting_allocator.hpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "seqattn/seqattn.hpp"
+#include "src/kernel/compute_path.hpp"
+#include "tests/half/half_support.hpp"
+#include "tests/kv_cache/counting_allocator.hpp"
+#include "tests/kv_cache/kv_cache_support.hpp"
+#include "tests/support/scoped_compute_path.hpp"
+#include "tests/support/test_tensors.hpp"
+
+namespace seqattn {
+namespace {
+
+using testing::allocations_of;
+using testing::expect_error;
+using testing::make_tensor;
+using testing::make_zeros;
+using testing::OwnedTensor;
+
+struct Case {
+  const char* name;
+  VariantSpec variant;
+  bool causal;
+  int threads;
+  std::int64_t seq;
+  bool rope = false;
+};
+
+AttentionOptions options_of(const Case& c) {
+  AttentionOptions options;
+  options.variant = c.variant;
+  options.mask.causal = c.causal;
+  options.threads = c.threads;
+  if (c.rope) options.rope = RotaryEmbedding{};
+  return options;
+}
+
+// Every row on the tile kernel: dense, sliding window (long enough for the banded path, with a
+// global token), Linformer, hierarchical (coarse levels' calls in each pair's share) and LSH
+// (calls over chunks); GQA, causal or not, one and two threads, RoPE.
+std::vector<Case> cases() {
+  SlidingWindowSpec window;
+  window.left = 64;
+  window.global_tokens = {5};
+  LinformerSpec linformer;
+  linformer.proj_len = 48;
+  LshSpec lsh;
+  lsh.hashes = 2;
+  lsh.chunk_length = 32;
+  lsh.shared_qk = false;
+  return {Case{"dense, causal, rope, 2 threads", {}, true, 2, 257, true},
+          Case{"window, banded, global token", window, true, 1, 4500},
+          Case{"linformer, 2 threads", linformer, false, 2, 300},
+          Case{"hierarchical, causal, 2 threads", HierarchicalSpec{.block = 32}, true, 2, 400},
+          Case{"lsh, causal", lsh, true, 1, 300}};
+}
+
+TEST(TileWorkspace, EveryTileVariantRunsInItsCountBitForBitAndAllocatesNothing) {
+  constexpr std::int64_t kHeads = 4, kKv = 2, kDim = 64;
+  constexpr std::size_t kGuard = 128;
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const AttentionPlan plan = make_plan({1, kHeads, kKv, c.seq, c.seq, kDim, kDim}, options_of(c));
+    const auto q =
+        testing::rounded<bfloat16>(make_tensor(1, kHeads, c.seq, kDim, testing::Layout::kBSHD, 11));
+    const auto k =
+        testing::rounded<bfloat16>(make_tensor(1, kKv, c.seq, kDim, testing::Layout::kBHSD, 12));
+    const auto v =
+        testing::rounded<bfloat16>(make_tensor(1, kKv, c.seq, kDim, testing::Layout::kBHSD, 13));
+    const QkvDtypes dtypes{DType::kBF16, DType::kBF16, DType::kBF16, DType::kF32};
+    std::optional<std::size_t> fp32_bytes;
+    {
+      const testing::ScopedComputePath fp32("fp32");
+      fp32_bytes = plan.qkv_workspace_bytes(dtypes);
+    }
+    const testing::ScopedComputePath forced("amx-emulated");
+    const std::optional<std::size_t> bytes = plan.qkv_workspace_bytes(dtypes);
+    ASSERT_TRUE(bytes.has_value() && fp32_bytes.has_value());
+    std::printf("[ tile workspace ] %s: %zu bytes (fp32 path %zu)\n", c.name, *bytes, *fp32_bytes);
+    // The tile products pack K and V in tiles of their own shape: a plan that counted the fp32
+    // path for every run would give the same number.
+    if (variant_of(c.variant) == Variant::kDense) {
+      EXPECT_NE(*bytes, *fp32_bytes);
+    }
+    std::vector<std::byte> storage(*bytes + 64 + kGuard);
+    std::byte* aligned =
+        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64;
+    const std::span<std::byte> ws{aligned, *bytes};
+    std::fill(aligned + *bytes, aligned + *bytes + kGuard, std::byte{0xab});
+
+    OwnedTensor out = make_zeros(1, kHeads, c.seq, kDim),
+                alone = make_zeros(1, kHeads, c.seq, kDim);
+    std::fill(out.storage.begin(), out.storage.end(), 7.0f);  // no run writes 7 everywhere
+    expect_error(
+        [&] {
+          plan.run(q.cview(), k.cview(), v.cview(), out.view, {.workspace = ws.first(*bytes - 64)});
+        },
+        "workspace.size()", ErrorKind::kInvalidArgument);
+    ASSERT_TRUE(std::all_of(out.storage.begin(), out.storage.end(), [](float x) {
+      return x == 7.0f;
+    })) << "a refused run wrote to out";
+
+    long after_first = 0;
+    for (int run = 0; run < 4; ++run) {
+      std::fill(aligned, aligned + *bytes, std::byte{0xff});  // NaN floats: stale scratch shows
+      RunRecord record;
+      const long n = allocations_of(
+          [&] { record = plan.run(q.cview(), k.cview(), v.cview(), out.view, {.workspace = ws}); });
+      if (run > 0) after_first += n;
+      EXPECT_EQ(record.compute_path, "amx-emulated");
+    }
+    EXPECT_EQ(after_first, 0) << "heap allocations in runs 2..4";
+    plan.run(q.cview(), k.cview(), v.cview(), alone.view);
+    EXPECT_EQ(std::memcmp(out.storage.data(), alone.storage.data(), out.storage.size() * 4), 0)
+        << "the workspace changed the result";
+    EXPECT_TRUE(std::all_of(aligned + *bytes, aligned + *bytes + kGuard, [](std::byte b) {
+      return b == std::byte{0xab};
+    })) << "the run wrote past its workspace";
+    double largest = 0;  // a convex combination of values (|v| <= 1), not all zero
+    for (const float x : out.storage) largest = std::max(largest, std::abs(static_cast<double>(x)));
+    EXPECT_GT(largest, 0.0);
+    if (!std::holds_alternative<LinformerSpec>(c.variant)) {
+      EXPECT_LE(largest, 1.0);
+    }
+  }
+}
+
+// Runs that ask for weights (dense and sliding window) on the tile path: the count holds the
+// weights pass too, and out and the weights equal the run without a workspace.
+TEST(TileWorkspace, WeightsRunsTakeTheirCountOnTheTilePath) {
+  constexpr std::int64_t kHeads = 4, kKv = 2, kSeq = 90, kDim = 32;
+  SlidingWindowSpec window;
+  window.left = 20;
+  for (const VariantSpec& variant : {VariantSpec{}, VariantSpec{window}}) {
+    AttentionOptions options;
+    options.variant = variant;
+    options.mask.causal = true;
+    const AttentionPlan plan = make_plan({1, kHeads, kKv, kSeq, kSeq, kDim, kDim}, options);
+    const auto q =
+        testing::rounded<bfloat16>(make_tensor(1, kHeads, kSeq, kDim, testing::Layout::kBHSD, 21));
+    const auto k =
+        testing::rounded<bfloat16>(make_tensor(1, kKv, kSeq, kDim, testing::Layout::kBHSD, 22));
+    const testing::ScopedComputePath forced("amx-emulated");
+    const std::optional<std::size_t> bytes = plan.qkv_workspace_bytes(
+        {DType::kBF16, DType::kBF16, DType::kBF16, DType::kF32, /*weights=*/true});
+    ASSERT_TRUE(bytes.has_value());
+    std::vector<std::byte> storage(*bytes + 64);
+    const std::span<std::byte> ws{
+        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64, *bytes};
+    OwnedTensor out = make_zeros(1, kHeads, kSeq, kDim), alone = make_zeros(1, kHeads, kSeq, kDim);
+    OwnedTensor w = make_zeros(1, kHeads, kSeq, kSeq), w_alone = make_zeros(1, kHeads, kSeq, kSeq);
+    plan.run(q.cview(), k.cview(), k.cview(), out.view, {.weights = w.view, .workspace = ws});
+    plan.run(q.cview(), k.cview(), k.cview(), alone.view, {.weights = w_alone.view});
+    EXPECT_EQ(std::memcmp(out.storage.data(), alone.storage.data(), out.storage.size() * 4), 0);
+    EXPECT_EQ(std::memcmp(w.storage.data(), w_alone.storage.data(), w.storage.size() * 4), 0);
+    double row = 0;  // the last row's weights: a softmax
+    for (std::int64_t j = 0; j < kSeq; ++j) row += w.storage[(kSeq - 1) * kSeq + j];
+    EXPECT_NEAR(row, 1.0, 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace seqattn
