@@ -21,8 +21,9 @@ class PreparedVariant {
   virtual ~PreparedVariant() = default;
   virtual void run(const Problem& problem) const = 0;
   // The scratch a run of `planned` (shapes, threads; full key lengths) carves from a caller's
-  // workspace (Problem::workspace), on the fp32 path, the only one a run in a workspace takes;
-  // nullopt: the variant allocates its own scratch and takes no workspace (the default).
+  // workspace (Problem::workspace), on planned.compute_path (the plan asks for the fp32 path
+  // when it is made, for a tile path when a run first takes it); nullopt: the variant allocates
+  // its own scratch and takes no workspace (the default).
   virtual std::optional<std::size_t> workspace_bytes(const Problem& planned) const {
     (void)planned;
     return std::nullopt;

@@ -98,9 +98,9 @@ class AttentionPlan {
   std::size_t workspace_bytes() const;
 
   // Scratch a run over q, k, v needs (RunArgs::workspace): the packed K/V tiles and each
-  // planned thread's scratch, counted for this process's SIMD target at full key lengths on the
-  // fp32 path (the plan builds the tile tables it needs now and keeps them). With it, a steady
-  // prefill loop allocates nothing after its first run (which builds the RoPE rows and the
+  // planned thread's scratch, counted for this process's SIMD target at full key lengths (on the
+  // fp32 path when planned: the plan builds the tile tables it needs now and keeps them). With it,
+  // a steady prefill loop allocates nothing after its first run (which builds the RoPE rows and the
   // thread team; tests/kv_cache/test_steady_prefill.cpp counts; an LSH run also builds the
   // windows of a key length its plan has not met yet). `dtypes`: the run's view types. A
   // half view (or, with fp32_precision bf16, every f32 input) is staged in an fp32 copy after

@@ -258,7 +258,7 @@ QkvWorkspaceParts split_qkv_workspace(const detail::PlanState& st, const QkvDtyp
   QkvDtypes asked = dtypes;
   asked.weights = args.weights.has_value();
   const QkvWorkspace w = qkv_workspace(st, asked, path);
-  if (asked.weights && !st.qkv_weights_workspace_bytes) return {args.workspace, {}};  // refused
+  if (!w.serves) return {args.workspace, {}};  // weights from a variant that writes none: refused
   if (w.staging == 0 && !asked.weights) return {args.workspace, {}};  // the variant checks
   detail::check_workspace(args.workspace, w.total(),
                           "AttentionPlan::qkv_workspace_bytes() for the run's q, k, v and out "

@@ -168,7 +168,7 @@ Timing time_attend(Workload& w, const AttentionOptions& options, int warmup, int
   const Shape& s = w.shape;
   const AttentionPlan plan =
       make_plan({s.batch, s.heads, s.kv_heads, s.seq, s.seq, s.dim, s.dim_v}, options);
-  // The plan's workspace for these views (every variant on the fp32 path, with the fp32
+  // The plan's workspace for these views (every variant on any compute path, with the fp32
   // copies of half views), held as a serving loop would hold it: the timed runs then allocate
   // nothing.
   const std::optional<std::size_t> bytes =

@@ -22,6 +22,7 @@ namespace seqattn::detail {
 
 HWY_EXPORT(GemmRectangle);
 HWY_EXPORT(TargetBlocking);
+HWY_EXPORT(PrepareThreadBuffers);
 
 namespace {
 
@@ -148,6 +149,8 @@ void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
   for (int t = 0; t < count; ++t)
     HWY_DYNAMIC_DISPATCH(GemmRectangle)(g, grid.rect(static_cast<std::size_t>(t)));
 }
+
+void sgemm_prepare_thread() { HWY_DYNAMIC_DISPATCH(PrepareThreadBuffers)(); }
 
 GemmBlockingInfo gemm_blocking() { return HWY_DYNAMIC_DISPATCH(TargetBlocking)(); }
 

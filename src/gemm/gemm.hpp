@@ -26,6 +26,13 @@ void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
            float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
            float beta, float* c, std::int64_t ldc, int threads = 1);
 
+// Makes the calling thread's packing buffers for the dispatched target, if it has none yet.
+// sgemm keeps them per thread (thread_local, made on a thread's first call), so a team whose
+// tasks call sgemm and are shared out dynamically calls this on every thread first: otherwise a
+// thread that the first run left without a task makes them in a later run, and a steady loop
+// allocates after its first run.
+void sgemm_prepare_thread();
+
 // The register and cache blocking the runtime dispatches to on this CPU (for tests, benchmarks
 // and docs): micro-tile mr × nr, cache blocks mc × kc × nc, and the Highway target's name.
 struct GemmBlockingInfo {

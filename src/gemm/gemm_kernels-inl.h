@@ -241,6 +241,11 @@ void GemmRectangle(const GemmArgs& g, const GemmRect& r) {
   }
 }
 
+void PrepareThreadBuffers() {
+  ThreadBuffer(0, kMC * kKC);
+  ThreadBuffer(1, kKC * kNC);
+}
+
 GemmBlockingInfo TargetBlocking() {
   return {static_cast<std::int64_t>(kMR), static_cast<std::int64_t>(kNR),
           static_cast<std::int64_t>(kMC), static_cast<std::int64_t>(kKC),

@@ -271,7 +271,7 @@ MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
       path != detail::ComputePath::kFp32 ? Fp32Precision::kBf16 : m.config.fp32_precision;
   const AttentionPlan& plan = m.plan_for(detail::shape_of(qv, kvw, vv, ov), options);
   RunArgs args = detail::run_args(options);
-  // The plan's workspace where its q/k/v runs take one (every variant on the fp32 path, with
+  // The plan's workspace where its q/k/v runs take one (every variant on any path, with
   // the copies fp32_precision rounds, and the weights pass's scratch when weights are asked
   // for): held by the layer like the projections' buffers.
   const std::optional<std::size_t> attention_bytes =

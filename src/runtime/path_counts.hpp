@@ -3,7 +3,10 @@
 // tiles differently, and each target has its own blocking). A count is taken on first need and
 // kept, so that only the first run on a new target or path pays for it (a count builds the
 // kernel's tables) and a steady loop on one path allocates nothing. Thread-safe: a plan and
-// its prepared variant are shared by every thread that runs them.
+// its prepared variant are shared by every thread that runs them; a first count runs under the
+// lock (milliseconds at most, once per key), so concurrent runs wait for it. The key holds no
+// shape: every problem counted through one PathCounts has its owner's shape and threads (a
+// plan's runs bind the planned problem's).
 #pragma once
 
 #include <cstddef>
@@ -20,8 +23,8 @@ namespace seqattn::detail {
 template <class Value>
 class PathCounts {
  public:
-  // The value for the dispatched target and `path`: kept, or count() (called at most once per
-  // key, under the lock) kept and returned.
+  // The value for the dispatched target and `path`: kept, or count() (under the lock; again
+  // next time if it threw) kept and returned.
   template <class Count>
   Value get(ComputePath path, Count&& count) const {
     const std::string_view target = simd::backend_target_name();

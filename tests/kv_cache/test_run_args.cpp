@@ -480,9 +480,9 @@ TEST(RunArgs, WorkspaceBufferGrowsAndKeepsItsBytes) {
   EXPECT_EQ(ws.capacity(), 64u);
 }
 
-// Runs a workspace cannot serve refuse one (kNotImplemented): bf16 operands on a tile path (nullopt
-// from qkv_workspace_bytes); a short or misaligned workspace is an Error naming it, also one sized
-// for f32 views given to half ones or to a plan rounding them (their copies do not fit); out is
+// A short or misaligned workspace is an Error naming it, also one sized for f32 views given to
+// half ones or to a plan rounding them (their copies do not fit), and on a tile path one sized
+// for the fp32 path's tiles (test_tile_workspace.cpp runs in the tile path's count); out is
 // never written.
 TEST(RunArgs, QkvWorkspaceRefusals) {
   const OwnedTensor q = make_tensor(1, 2, 9, 8, testing::Layout::kBHSD, 9);
@@ -518,11 +518,11 @@ TEST(RunArgs, QkvWorkspaceRefusals) {
       },
       "workspace.size()", ErrorKind::kInvalidArgument);
   if (detail::path_built(detail::ComputePath::kAmxEmulated)) {  // not in the xsimd backend
-    // On the tile path the count is that path's (test_tile_workspace.cpp runs in it); a
-    // workspace sized for the fp32 path's kernel alone is refused before anything is written.
+    // The count is the path's: the tile products pack tiles of their own shape.
+    const QkvDtypes bf16{DType::kBF16, DType::kBF16, DType::kBF16};
+    const std::size_t fp32_bytes = *plan.qkv_workspace_bytes(bf16);
     const testing::ScopedComputePath forced("amx-emulated");
-    EXPECT_TRUE(rounding.qkv_workspace_bytes().has_value());
-    EXPECT_TRUE(plan.qkv_workspace_bytes({DType::kBF16, DType::kBF16, DType::kBF16}).has_value());
+    EXPECT_NE(*plan.qkv_workspace_bytes(bf16), fp32_bytes);
     expect_error(
         [&] {
           rounding.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});

@@ -65,11 +65,16 @@ std::vector<Case> cases() {
   lsh.hashes = 2;
   lsh.chunk_length = 32;
   lsh.shared_qk = false;
+  LshSpec lsh_long = lsh;
+  lsh_long.chunk_length = 64;
   return {Case{"dense, causal, rope, 2 threads", {}, true, 2, 257, true},
           Case{"window, banded, global token", window, true, 1, 4500},
           Case{"linformer, 2 threads", linformer, false, 2, 300},
           Case{"hierarchical, causal, 2 threads", HierarchicalSpec{.block = 32}, true, 2, 400},
-          Case{"lsh, causal", lsh, true, 1, 300}};
+          Case{"lsh, causal", lsh, true, 1, 300},
+          // Two kernel calls per round, pairs shared out over two threads: past the calls'
+          // switch from packing whole to streaming a band (lsh_calls_bytes' bisection).
+          Case{"lsh, 2 threads, long", lsh_long, false, 2, 2500}};
 }
 
 TEST(TileWorkspace, EveryTileVariantRunsInItsCountBitForBitAndAllocatesNothing) {
@@ -143,15 +148,18 @@ TEST(TileWorkspace, EveryTileVariantRunsInItsCountBitForBitAndAllocatesNothing) 
 }
 
 // Runs that ask for weights (dense and sliding window) on the tile path: the count holds the
-// weights pass too, and out and the weights equal the run without a workspace.
+// weights pass too; one line less is refused with out untouched, guard bytes past it stay,
+// runs 2..4 allocate nothing, and out and the weights equal the run without a workspace.
 TEST(TileWorkspace, WeightsRunsTakeTheirCountOnTheTilePath) {
   constexpr std::int64_t kHeads = 4, kKv = 2, kSeq = 90, kDim = 32;
+  constexpr std::size_t kGuard = 128;
   SlidingWindowSpec window;
   window.left = 20;
   for (const VariantSpec& variant : {VariantSpec{}, VariantSpec{window}}) {
     AttentionOptions options;
     options.variant = variant;
     options.mask.causal = true;
+    options.threads = 2;
     const AttentionPlan plan = make_plan({1, kHeads, kKv, kSeq, kSeq, kDim, kDim}, options);
     const auto q =
         testing::rounded<bfloat16>(make_tensor(1, kHeads, kSeq, kDim, testing::Layout::kBHSD, 21));
@@ -161,15 +169,40 @@ TEST(TileWorkspace, WeightsRunsTakeTheirCountOnTheTilePath) {
     const std::optional<std::size_t> bytes = plan.qkv_workspace_bytes(
         {DType::kBF16, DType::kBF16, DType::kBF16, DType::kF32, /*weights=*/true});
     ASSERT_TRUE(bytes.has_value());
-    std::vector<std::byte> storage(*bytes + 64);
-    const std::span<std::byte> ws{
-        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64, *bytes};
+    std::vector<std::byte> storage(*bytes + 64 + kGuard);
+    std::byte* aligned =
+        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64;
+    const std::span<std::byte> ws{aligned, *bytes};
+    std::fill(aligned + *bytes, aligned + *bytes + kGuard, std::byte{0xab});
     OwnedTensor out = make_zeros(1, kHeads, kSeq, kDim), alone = make_zeros(1, kHeads, kSeq, kDim);
     OwnedTensor w = make_zeros(1, kHeads, kSeq, kSeq), w_alone = make_zeros(1, kHeads, kSeq, kSeq);
-    plan.run(q.cview(), k.cview(), k.cview(), out.view, {.weights = w.view, .workspace = ws});
+    std::fill(out.storage.begin(), out.storage.end(), 7.0f);
+    expect_error(
+        [&] {
+          plan.run(q.cview(), k.cview(), k.cview(), out.view,
+                   {.weights = w.view, .workspace = ws.first(*bytes - 64)});
+        },
+        "workspace.size()", ErrorKind::kInvalidArgument);
+    ASSERT_TRUE(std::all_of(out.storage.begin(), out.storage.end(), [](float x) {
+      return x == 7.0f;
+    })) << "a refused run wrote to out";
+    long after_first = 0;
+    for (int run = 0; run < 4; ++run) {
+      RunRecord record;
+      const long n = allocations_of([&] {
+        record = plan.run(q.cview(), k.cview(), k.cview(), out.view,
+                          {.weights = w.view, .workspace = ws});
+      });
+      if (run > 0) after_first += n;
+      EXPECT_EQ(record.compute_path, "amx-emulated");
+    }
+    EXPECT_EQ(after_first, 0) << "heap allocations in runs 2..4";
     plan.run(q.cview(), k.cview(), k.cview(), alone.view, {.weights = w_alone.view});
     EXPECT_EQ(std::memcmp(out.storage.data(), alone.storage.data(), out.storage.size() * 4), 0);
     EXPECT_EQ(std::memcmp(w.storage.data(), w_alone.storage.data(), w.storage.size() * 4), 0);
+    EXPECT_TRUE(std::all_of(aligned + *bytes, aligned + *bytes + kGuard, [](std::byte b) {
+      return b == std::byte{0xab};
+    })) << "the run wrote past its workspace";
     double row = 0;  // the last row's weights: a softmax
     for (std::int64_t j = 0; j < kSeq; ++j) row += w.storage[(kSeq - 1) * kSeq + j];
     EXPECT_NEAR(row, 1.0, 1e-5);

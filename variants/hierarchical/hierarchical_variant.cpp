@@ -236,12 +236,12 @@ class HierarchicalVariant final : public AttentionVariant {
    private:
     std::size_t flash_bytes(const Problem& p) const {
       if (h_.levels == 0) return 0;  // one kernel call over p: the workspace is its own
-      return flash_bytes_.get(p.compute_path,
-                              [&] { return calls_flash_bytes(calls_problem(p), h_); });
+      return flash_counts_.get(p.compute_path,
+                               [&] { return calls_flash_bytes(calls_problem(p), h_); });
     }
 
     Hierarchy h_;
-    PathCounts<std::size_t> flash_bytes_;
+    PathCounts<std::size_t> flash_counts_;
   };
 };
 

@@ -269,14 +269,14 @@ class LinformerVariant final : public AttentionVariant {
       project(proj.f, p.v, b, h, len, nullptr, gather, s.vp + t * k * p.dim_v());
     };
     // One thread (or a run inside a caller's parallel region) runs plain loops: libgomp
-    // allocates a team for every region it enters. The tasks are shared out statically (they
-    // are the same size): the GEMM keeps its packing buffers per thread (thread_local, made on
-    // a thread's first call), and with dynamic sharing a thread that a first run left without
-    // a task made them in a later one (3 allocations in run 2, 3 or 4 of a steady loop, seen
-    // under load at B 1, H_kv 2, two threads). Statically every thread of the team gets one.
+    // allocates a team for every region it enters. Every thread makes its GEMM packing buffers
+    // first (sgemm_prepare_thread): a thread that a first run left without a task made them in
+    // a later one (3 allocations in run 2, 3 or 4 of a steady loop, seen under load at B 1,
+    // H_kv 2, two threads).
     RunOnTeam(s.team, [&](const auto& team) {
+      sgemm_prepare_thread();
       float* gather = s.gathers + team.thread() * s.gather_floats;
-      team.for_static(tasks, [&](std::int64_t t) { task(gather, t); });
+      team.for_dynamic(tasks, [&](std::int64_t t) { task(gather, t); });
     });
     Problem projected = projected_problem(p, k, s.kp, s.vp, queries);
     if (given) projected.workspace = scratch.bytes().subspan(count.used());

@@ -52,12 +52,15 @@ void copy_row(const ConstTensor& t, std::int64_t b, std::int64_t h, std::int64_t
 
 // fn(i, thread) for i in [0, n) over `threads` threads, on RunOnTeam: one thread runs a plain
 // loop (no OpenMP region, which allocates a team even for one). Static for a pair's rows (one
-// pair's work when it has the team to itself), dynamic for the pairs themselves. An exception
-// may not leave a region, so the first is rethrown after it.
+// pair's work when it has the team to itself), dynamic for the pairs themselves; with
+// kDynamic every thread first makes its GEMM packing buffers (sgemm_prepare_thread: the pairs'
+// hashes call sgemm, and a thread that the first run left without a pair would make them in a
+// later one). An exception may not leave a region, so the first is rethrown after it.
 template <bool kDynamic = false, class F>
 void for_rows(std::int64_t n, int threads, const F& fn) {
   std::exception_ptr failure;
   RunOnTeam(n > 1 ? threads : 1, [&](const auto& team) {
+    if constexpr (kDynamic) sgemm_prepare_thread();
     const auto caught = [&](std::int64_t i) {
       try {
         fn(i, team.thread());

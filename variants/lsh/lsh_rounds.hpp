@@ -21,8 +21,9 @@ struct LshConfig {
   MatrixView<const float> rotations;  // [hashes · D, buckets / 2], row r·D + d = R[r, d, :]
 };
 
-// The largest workspace any kernel call of a run of p takes on this SIMD target (the fp32
-// path), whatever the key lengths: every call size is counted (lsh_rounds.cpp says why).
+// The largest workspace any kernel call of a run of p takes on this SIMD target and
+// p.compute_path, whatever the key lengths: every call size is counted (lsh_rounds.cpp says
+// why).
 std::size_t lsh_calls_bytes(const Problem& p, const LshConfig& config);
 
 // The scratch a run of p carves (what a caller's workspace holds), given lsh_calls_bytes.
@@ -31,8 +32,8 @@ std::size_t lsh_workspace_bytes(const Problem& p, const LshConfig& config, std::
 // out and lse (when asked) of every row, from the definition in docs/architecture.md
 // ("LSH attention"). Work goes by (batch, kv head) pair; the result is bitwise the same for any
 // thread count. Its scratch: p's workspace (checked against lsh_workspace_bytes) or one
-// allocation. calls_bytes: lsh_calls_bytes of p's calls, or 0 off the fp32 path (each call
-// then allocates its own).
+// allocation. calls_bytes: lsh_calls_bytes of p's calls (on p's target and compute path), or
+// 0 for calls that allocate their own.
 void lsh_forward(const Problem& p, const LshConfig& config, const WindowStore& windows,
                  std::size_t calls_bytes);
 
