@@ -52,6 +52,51 @@ AttentionOptions options_of(const Case& c) {
   return options;
 }
 
+// A caller's workspace of `bytes` (64-byte aligned) with kGuard bytes of 0xab past its end.
+class GuardedWorkspace {
+ public:
+  static constexpr std::size_t kGuard = 128;
+  explicit GuardedWorkspace(std::size_t bytes) : storage_(bytes + 64 + kGuard) {
+    std::byte* aligned =
+        storage_.data() + (64 - reinterpret_cast<std::uintptr_t>(storage_.data()) % 64) % 64;
+    ws_ = {aligned, bytes};
+    std::fill(aligned + bytes, aligned + bytes + kGuard, std::byte{0xab});
+  }
+  std::span<std::byte> bytes() const { return ws_; }
+  bool guard_intact() const {
+    return std::all_of(ws_.end(), ws_.end() + kGuard,
+                       [](std::byte b) { return b == std::byte{0xab}; });
+  }
+
+ private:
+  std::vector<std::byte> storage_;
+  std::span<std::byte> ws_;
+};
+
+// run(workspace) one line short of `ws` is refused (workspace.size()) before out (filled with
+// 7s, which no run writes everywhere) changes; then four runs in `ws`, refilled with NaN bytes
+// before each (stale scratch would show), take the tile path and runs 2..4 allocate nothing.
+template <class Run>
+void ExpectSteadyTileRuns(const GuardedWorkspace& ws, OwnedTensor& out, const Run& run) {
+  const std::span<std::byte> bytes = ws.bytes();
+  std::fill(out.storage.begin(), out.storage.end(), 7.0f);
+  expect_error([&] { run(bytes.first(bytes.size() - 64)); }, "workspace.size()",
+               ErrorKind::kInvalidArgument);
+  ASSERT_TRUE(std::all_of(out.storage.begin(), out.storage.end(), [](float x) {
+    return x == 7.0f;
+  })) << "a refused run wrote to out";
+  long after_first = 0;
+  for (int r = 0; r < 4; ++r) {
+    std::fill(bytes.begin(), bytes.end(), std::byte{0xff});
+    RunRecord record;
+    const long n = allocations_of([&] { record = run(bytes); });
+    if (r > 0) after_first += n;
+    EXPECT_EQ(record.compute_path, "amx-emulated");
+  }
+  EXPECT_EQ(after_first, 0) << "heap allocations in runs 2..4";
+  EXPECT_TRUE(ws.guard_intact()) << "a run wrote past its workspace";
+}
+
 // Every row on the tile kernel: dense, sliding window (long enough for the banded path, with a
 // global token), Linformer, hierarchical (coarse levels' calls in each pair's share) and LSH
 // (calls over chunks); GQA, causal or not, one and two threads, RoPE.
@@ -79,7 +124,6 @@ std::vector<Case> cases() {
 
 TEST(TileWorkspace, EveryTileVariantRunsInItsCountBitForBitAndAllocatesNothing) {
   constexpr std::int64_t kHeads = 4, kKv = 2, kDim = 64;
-  constexpr std::size_t kGuard = 128;
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
     const AttentionPlan plan = make_plan({1, kHeads, kKv, c.seq, c.seq, kDim, kDim}, options_of(c));
@@ -104,40 +148,15 @@ TEST(TileWorkspace, EveryTileVariantRunsInItsCountBitForBitAndAllocatesNothing) 
     if (variant_of(c.variant) == Variant::kDense) {
       EXPECT_NE(*bytes, *fp32_bytes);
     }
-    std::vector<std::byte> storage(*bytes + 64 + kGuard);
-    std::byte* aligned =
-        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64;
-    const std::span<std::byte> ws{aligned, *bytes};
-    std::fill(aligned + *bytes, aligned + *bytes + kGuard, std::byte{0xab});
-
+    const GuardedWorkspace ws(*bytes);
     OwnedTensor out = make_zeros(1, kHeads, c.seq, kDim),
                 alone = make_zeros(1, kHeads, c.seq, kDim);
-    std::fill(out.storage.begin(), out.storage.end(), 7.0f);  // no run writes 7 everywhere
-    expect_error(
-        [&] {
-          plan.run(q.cview(), k.cview(), v.cview(), out.view, {.workspace = ws.first(*bytes - 64)});
-        },
-        "workspace.size()", ErrorKind::kInvalidArgument);
-    ASSERT_TRUE(std::all_of(out.storage.begin(), out.storage.end(), [](float x) {
-      return x == 7.0f;
-    })) << "a refused run wrote to out";
-
-    long after_first = 0;
-    for (int run = 0; run < 4; ++run) {
-      std::fill(aligned, aligned + *bytes, std::byte{0xff});  // NaN floats: stale scratch shows
-      RunRecord record;
-      const long n = allocations_of(
-          [&] { record = plan.run(q.cview(), k.cview(), v.cview(), out.view, {.workspace = ws}); });
-      if (run > 0) after_first += n;
-      EXPECT_EQ(record.compute_path, "amx-emulated");
-    }
-    EXPECT_EQ(after_first, 0) << "heap allocations in runs 2..4";
+    ExpectSteadyTileRuns(ws, out, [&](std::span<std::byte> given) {
+      return plan.run(q.cview(), k.cview(), v.cview(), out.view, {.workspace = given});
+    });
     plan.run(q.cview(), k.cview(), v.cview(), alone.view);
     EXPECT_EQ(std::memcmp(out.storage.data(), alone.storage.data(), out.storage.size() * 4), 0)
         << "the workspace changed the result";
-    EXPECT_TRUE(std::all_of(aligned + *bytes, aligned + *bytes + kGuard, [](std::byte b) {
-      return b == std::byte{0xab};
-    })) << "the run wrote past its workspace";
     double largest = 0;  // a convex combination of values (|v| <= 1), not all zero
     for (const float x : out.storage) largest = std::max(largest, std::abs(static_cast<double>(x)));
     EXPECT_GT(largest, 0.0);
@@ -152,7 +171,6 @@ TEST(TileWorkspace, EveryTileVariantRunsInItsCountBitForBitAndAllocatesNothing) 
 // runs 2..4 allocate nothing, and out and the weights equal the run without a workspace.
 TEST(TileWorkspace, WeightsRunsTakeTheirCountOnTheTilePath) {
   constexpr std::int64_t kHeads = 4, kKv = 2, kSeq = 90, kDim = 32;
-  constexpr std::size_t kGuard = 128;
   SlidingWindowSpec window;
   window.left = 20;
   for (const VariantSpec& variant : {VariantSpec{}, VariantSpec{window}}) {
@@ -169,40 +187,16 @@ TEST(TileWorkspace, WeightsRunsTakeTheirCountOnTheTilePath) {
     const std::optional<std::size_t> bytes = plan.qkv_workspace_bytes(
         {DType::kBF16, DType::kBF16, DType::kBF16, DType::kF32, /*weights=*/true});
     ASSERT_TRUE(bytes.has_value());
-    std::vector<std::byte> storage(*bytes + 64 + kGuard);
-    std::byte* aligned =
-        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64;
-    const std::span<std::byte> ws{aligned, *bytes};
-    std::fill(aligned + *bytes, aligned + *bytes + kGuard, std::byte{0xab});
+    const GuardedWorkspace ws(*bytes);
     OwnedTensor out = make_zeros(1, kHeads, kSeq, kDim), alone = make_zeros(1, kHeads, kSeq, kDim);
     OwnedTensor w = make_zeros(1, kHeads, kSeq, kSeq), w_alone = make_zeros(1, kHeads, kSeq, kSeq);
-    std::fill(out.storage.begin(), out.storage.end(), 7.0f);
-    expect_error(
-        [&] {
-          plan.run(q.cview(), k.cview(), k.cview(), out.view,
-                   {.weights = w.view, .workspace = ws.first(*bytes - 64)});
-        },
-        "workspace.size()", ErrorKind::kInvalidArgument);
-    ASSERT_TRUE(std::all_of(out.storage.begin(), out.storage.end(), [](float x) {
-      return x == 7.0f;
-    })) << "a refused run wrote to out";
-    long after_first = 0;
-    for (int run = 0; run < 4; ++run) {
-      RunRecord record;
-      const long n = allocations_of([&] {
-        record = plan.run(q.cview(), k.cview(), k.cview(), out.view,
-                          {.weights = w.view, .workspace = ws});
-      });
-      if (run > 0) after_first += n;
-      EXPECT_EQ(record.compute_path, "amx-emulated");
-    }
-    EXPECT_EQ(after_first, 0) << "heap allocations in runs 2..4";
+    ExpectSteadyTileRuns(ws, out, [&](std::span<std::byte> given) {
+      return plan.run(q.cview(), k.cview(), k.cview(), out.view,
+                      {.weights = w.view, .workspace = given});
+    });
     plan.run(q.cview(), k.cview(), k.cview(), alone.view, {.weights = w_alone.view});
     EXPECT_EQ(std::memcmp(out.storage.data(), alone.storage.data(), out.storage.size() * 4), 0);
     EXPECT_EQ(std::memcmp(w.storage.data(), w_alone.storage.data(), w.storage.size() * 4), 0);
-    EXPECT_TRUE(std::all_of(aligned + *bytes, aligned + *bytes + kGuard, [](std::byte b) {
-      return b == std::byte{0xab};
-    })) << "the run wrote past its workspace";
     double row = 0;  // the last row's weights: a softmax
     for (std::int64_t j = 0; j < kSeq; ++j) row += w.storage[(kSeq - 1) * kSeq + j];
     EXPECT_NEAR(row, 1.0, 1e-5);
