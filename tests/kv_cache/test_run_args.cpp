@@ -518,14 +518,22 @@ TEST(RunArgs, QkvWorkspaceRefusals) {
       },
       "workspace.size()", ErrorKind::kInvalidArgument);
   if (detail::path_built(detail::ComputePath::kAmxEmulated)) {  // not in the xsimd backend
-    // The count is the path's: the tile products pack tiles of their own shape.
-    const QkvDtypes bf16{DType::kBF16, DType::kBF16, DType::kBF16};
-    const std::size_t fp32_bytes = *plan.qkv_workspace_bytes(bf16);
+    // The count is the path's: the tile products pack tiles of their own shape (D 8 pads to a
+    // depth of 32 there), so a workspace sized on the fp32 path is refused on the tile path.
+    const QkvDtypes f32;
+    std::size_t fp32_bytes = 0;
+    {
+      const testing::ScopedComputePath fp32("fp32");
+      fp32_bytes = *rounding.qkv_workspace_bytes(f32);
+    }
     const testing::ScopedComputePath forced("amx-emulated");
-    EXPECT_NE(*plan.qkv_workspace_bytes(bf16), fp32_bytes);
+    ASSERT_GT(*rounding.qkv_workspace_bytes(f32), fp32_bytes);
+    std::vector<std::byte> larger(fp32_bytes + 64);
+    std::byte* at =
+        larger.data() + (64 - reinterpret_cast<std::uintptr_t>(larger.data()) % 64) % 64;
     expect_error(
         [&] {
-          rounding.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
+          rounding.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = {at, fp32_bytes}});
         },
         "workspace.size()", ErrorKind::kInvalidArgument);
   }

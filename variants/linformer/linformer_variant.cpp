@@ -252,9 +252,11 @@ class LinformerVariant final : public AttentionVariant {
     const bool given = !p.workspace.empty();
     ScratchArena count;
     carve(p, k, given, count);
-    // Every allocation happens here, outside the region (an exception may not leave one): in
-    // the caller's workspace (checked, whole, before anything is written), or one of our own
-    // for the projections while the dense kernel allocates its own scratch.
+    // Every allocation but a thread's GEMM buffers (made once per thread, in the region, by
+    // sgemm_prepare_thread, which does not throw) happens here, outside the region (an
+    // exception may not leave one): in the caller's workspace (checked, whole, before anything
+    // is written), or one of our own for the projections while the dense kernel allocates its
+    // own scratch.
     // With a workspace, `count` is scratch_bytes()'s own part (any_layout).
     const RunScratch scratch(
         p.workspace, given ? count.used() + dense_bytes(p, k, keys, queries) : 0, count.used(),
