@@ -98,8 +98,9 @@ class AttentionPlan {
   std::size_t workspace_bytes() const;
 
   // Scratch a run over q, k, v needs (RunArgs::workspace): the packed K/V tiles and each
-  // planned thread's scratch, counted for this process's SIMD target at full key lengths (on the
-  // fp32 path when planned: the plan builds the tile tables it needs now and keeps them). With it,
+  // planned thread's scratch at full key lengths, counted for the SIMD target runs dispatch to
+  // now (each target blocks its tiles its own way; the fp32 path's count on the plan's target is
+  // taken when planned, and builds the tile tables it needs then). With it,
   // a steady prefill loop allocates nothing after its first run (which builds the RoPE rows and the
   // thread team; tests/kv_cache/test_steady_prefill.cpp counts; an LSH run also builds the
   // windows of a key length its plan has not met yet). `dtypes`: the run's view types. A
@@ -108,8 +109,8 @@ class AttentionPlan {
   // (bitwise the same result as without a workspace). `dtypes.weights`: the count for runs
   // that ask for weights (dense and sliding window; the weights pass's score rows and, with
   // RoPE, rotated copies of q and k share the variant's part). Counted on the path a run with
-  // these dtypes takes (the first query on a tile path counts it, and builds the kernel's
-  // tables for it). nullopt: weights from a variant that writes none. Error naming
+  // these dtypes takes (the first query on another path or target counts it, and builds the
+  // kernel's tables for it). nullopt: weights from a variant that writes none. Error naming
   // `q.dtype` (k, v, out) for a type other than f32, bf16 or f16, or SEQATTN_COMPUTE_PATH when
   // it forces a path this CPU or build cannot run (as a run would).
   std::optional<std::size_t> qkv_workspace_bytes(const QkvDtypes& dtypes = {}) const;

@@ -85,6 +85,20 @@ RunRecord record_of(const detail::PlanState& st, const detail::Cost& cost, int t
   return record;
 }
 
+// The variant's scratch for a run over q, k, v on the dispatched target and `path`
+// (PreparedVariant::workspace_bytes, or weights_workspace_bytes with weights): counted on its
+// first query or run and kept (each target blocks its tiles its own way, and the tile products
+// pack tiles of their own shape).
+std::optional<std::size_t> qkv_variant_bytes(const detail::PlanState& st, bool weights,
+                                             detail::ComputePath path) {
+  const auto& counts = weights ? st.qkv_counts->weights : st.qkv_counts->plain;
+  return counts.get(path, [&] {
+    detail::Problem p = st.planned;
+    p.compute_path = path;
+    return weights ? st.prepared->weights_workspace_bytes(p) : st.prepared->workspace_bytes(p);
+  });
+}
+
 }  // namespace
 
 AttentionShape cache_shape(const KvCacheShape& cache, std::int64_t heads_q, std::int64_t seq_q) {
@@ -113,8 +127,10 @@ AttentionPlan make_plan(const AttentionShape& shape, const AttentionOptions& opt
   st->cost = st->impl->cost(st->planned, st->spec);
   st->prepared = st->impl->prepare(st->planned, st->spec);
   plan_cache_path(*st);
-  st->qkv_workspace_bytes = st->prepared->workspace_bytes(st->planned);  // on the fp32 path
-  st->qkv_weights_workspace_bytes = st->prepared->weights_workspace_bytes(st->planned);
+  // Counted now, so that a plan's first run on its target and path allocates no count.
+  for (const bool weights : {false, true}) {
+    (void)qkv_variant_bytes(*st, weights, detail::ComputePath::kFp32);
+  }
   return AttentionPlan(std::move(st));
 }
 
@@ -179,22 +195,6 @@ detail::ComputePath path_for(const detail::PlanState& st, bool bf16) {
   return detail::bf16_path_for_runs();
 }
 
-// The variant's scratch for a run over q, k, v on `path` (PreparedVariant::workspace_bytes, or
-// weights_workspace_bytes with weights): the plan's count on the fp32 path, else counted on
-// that path's first query or run and kept (the tile products pack tiles of their own shape).
-std::optional<std::size_t> qkv_variant_bytes(const detail::PlanState& st, bool weights,
-                                             detail::ComputePath path) {
-  if (path == detail::ComputePath::kFp32) {
-    return weights ? st.qkv_weights_workspace_bytes : st.qkv_workspace_bytes;
-  }
-  const auto& counts = weights ? st.other_paths->weights : st.other_paths->plain;
-  return counts.get(path, [&] {
-    detail::Problem p = st.planned;
-    p.compute_path = path;
-    return weights ? st.prepared->weights_workspace_bytes(p) : st.prepared->workspace_bytes(p);
-  });
-}
-
 // A caller's workspace for a run over q, k, v with these dtypes on `path`: the variant's
 // scratch (qkv_variant_bytes), then the fp32 copies F32Staging makes, in its order (q, k, v,
 // out; each 64-byte aligned): a half view, or an f32 input that fp32_precision rounds. With
@@ -248,7 +248,7 @@ QkvWorkspaceParts split_qkv_workspace(const detail::PlanState& st, const QkvDtyp
   check_qkv_dtypes(dtypes);
   // Built only to throw: a size of 10 digits no longer fits std::string's inline buffer.
   auto given = [&] { return std::to_string(args.workspace.size()) + " bytes"; };
-  if (!st.qkv_workspace_bytes) {
+  if (!qkv_variant_bytes(st, false, path)) {
     throw Error(ErrorKind::kNotImplemented, "workspace",
                 "empty for a " + std::string(to_string(st.id)) + " run over q, k and v", given(),
                 "this variant allocates its own scratch; a caller workspace serves runs over "

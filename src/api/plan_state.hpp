@@ -34,17 +34,15 @@ struct PlanState {
   std::size_t cache_workspace_bytes = 0;  // the kernel's scratch (a multiple of 64)
   std::size_t paged_table_bytes = 0;      // then a paged batch's lengths and block tables
   std::size_t staging_bytes = 0;          // then fp32 copies of a half (or rounded) q and out
-  // A run over q, k, v: the variant's scratch (PreparedVariant::workspace_bytes) on the fp32
-  // path, unset for a variant that takes no workspace there (every variant takes one today).
-  std::optional<std::size_t> qkv_workspace_bytes;
-  // The same for a run that asks for weights (PreparedVariant::weights_workspace_bytes).
-  std::optional<std::size_t> qkv_weights_workspace_bytes;
-  // Both on another compute path (bf16 products forced onto the tile path), counted on first
-  // need (qkv_variant_bytes).
-  struct OtherPaths {
+  // A run over q, k, v: the variant's scratch (PreparedVariant::workspace_bytes, and
+  // weights_workspace_bytes for a run that asks for weights) per SIMD target and compute path,
+  // unset for a variant that takes no workspace (every variant takes one today). The plan
+  // counts the fp32 path on its target; another target or path (bf16 products forced onto the
+  // tile path) is counted on first need (qkv_variant_bytes in plan.cpp).
+  struct QkvCounts {
     PathCounts<std::optional<std::size_t>> plain, weights;
   };
-  std::shared_ptr<const OtherPaths> other_paths = std::make_shared<const OtherPaths>();
+  std::shared_ptr<const QkvCounts> qkv_counts = std::make_shared<const QkvCounts>();
   // Where the staging starts: what a cache run's workspace must hold at least.
   std::size_t tables_end() const { return cache_workspace_bytes + paged_table_bytes; }
 };

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "tests/kv_cache/kv_cache_support.hpp"
 #include "tests/support/sanitizers.hpp"
 #include "tests/support/test_tensors.hpp"
+#include "tests/variants/target_loop.hpp"
 
 namespace seqattn {
 namespace {
@@ -245,6 +248,57 @@ TEST(SteadyPrefill, WeightsRunsInAWorkspaceAllocateNothing) {
     double row = 0;  // the last row's weights: a softmax
     for (std::int64_t j = 0; j < kSeq; ++j) row += weights.storage[(kSeq - 1) * kSeq + j];
     EXPECT_NEAR(row, 1.0, 1e-5);
+  }
+}
+
+// One plan run on every compiled target: qkv_workspace_bytes() answers for the target runs
+// dispatch to now, not the plan's (each target blocks its tiles its own way), so a workspace of
+// that count serves the run bitwise, and the second run on the target allocates nothing. Dense
+// (2 threads, S 257) and a banded sliding window (S 5000, a global token): their counts differ
+// between 16-lane and narrower targets, which a count kept from the plan's target got wrong.
+TEST(SteadyPrefill, OnePlanCountsTheTargetItRunsOn) {
+  constexpr std::int64_t kHeads = 4, kKv = 2, kDim = 64;
+  struct Case {
+    const char* name;
+    VariantSpec variant;
+    std::int64_t seq;
+  };
+  SlidingWindowSpec window;
+  window.left = window.right = 64;
+  window.global_tokens = {0};
+  for (const Case& c : {Case{"dense", DenseSpec{}, 257}, Case{"window", window, 5000}}) {
+    SCOPED_TRACE(c.name);
+    AttentionOptions options;
+    options.variant = c.variant;
+    options.threads = 2;
+    const AttentionPlan plan = make_plan({1, kHeads, kKv, c.seq, c.seq, kDim, kDim}, options);
+    const OwnedTensor q = make_tensor(1, kHeads, c.seq, kDim, testing::Layout::kBHSD, 31);
+    const OwnedTensor k = make_tensor(1, kKv, c.seq, kDim, testing::Layout::kBHSD, 32);
+    const OwnedTensor v = make_tensor(1, kKv, c.seq, kDim, testing::Layout::kBHSD, 33);
+    std::set<std::size_t> counts;
+    testing::for_each_target([&] {
+      const std::size_t bytes = *plan.qkv_workspace_bytes();
+      counts.insert(bytes);
+      std::printf("%s on %s: %zu bytes\n", c.name, simd_target().c_str(), bytes);
+      std::vector<std::byte> storage(bytes + 64, std::byte{0xff});
+      std::byte* aligned =
+          storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
+      OwnedTensor out = make_zeros(1, kHeads, c.seq, kDim),
+                  alone = make_zeros(1, kHeads, c.seq, kDim);
+      const RunArgs args{.workspace = {aligned, bytes}};
+      plan.run(q.cview(), k.cview(), v.cview(), out.view, args);
+      EXPECT_EQ(allocations_of([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, args); }),
+                0);
+      plan.run(q.cview(), k.cview(), v.cview(), alone.view);
+      EXPECT_EQ(
+          std::memcmp(out.storage.data(), alone.storage.data(), out.storage.size() * sizeof(float)),
+          0);
+    });
+    // Every x86-64 CPU with AVX2 runs a 4- or 8-lane target and AVX2, and their counts
+    // differ. (The xsimd build's flash kernel follows its own arch, not Highway's target.)
+    if (hwy::SupportedAndGeneratedTargets().size() >= 2 && simd_target().starts_with("highway:")) {
+      EXPECT_GE(counts.size(), 2u) << "the same count on every target: the test shows nothing";
+    }
   }
 }
 
