@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <random>
+#include <span>
 #include <vector>
 
+#include "seqattn/workspace.hpp"
 #include "src/gemm/gemm.hpp"
 
 namespace {
@@ -29,9 +31,14 @@ void run_gemm(benchmark::State& state, std::int64_t m, std::int64_t n, std::int6
       random_matrix(tb == Transpose::kNo ? k : n, tb == Transpose::kNo ? n : k, 2);
   std::vector<float> c(static_cast<size_t>(m * n));
   const std::int64_t ldb = tb == Transpose::kNo ? n : k;
+  // The packing scratch, kept between calls as the library's callers keep theirs.
+  seqattn::WorkspaceBuffer pack_bytes;
+  const std::size_t pack_floats = seqattn::detail::sgemm_pack_floats(m, n, k, threads);
+  const std::span<float> pack(reinterpret_cast<float*>(pack_bytes.get(4 * pack_floats).data()),
+                              pack_floats);
   for (auto _ : state) {
-    sgemm(Transpose::kNo, tb, m, n, k, 1.0f, a.data(), k, b.data(), ldb, 0.0f, c.data(), n,
-          threads);
+    sgemm(Transpose::kNo, tb, m, n, k, 1.0f, a.data(), k, b.data(), ldb, 0.0f, c.data(), n, threads,
+          pack);
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }

@@ -10,9 +10,13 @@
 #include "src/gemm/gemm_kernels-inl.h"
 
 #if HWY_ONCE
+#include <hwy/aligned_allocator.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <new>
+#include <span>
 #include <string>
 
 #include "src/runtime/threads.hpp"
@@ -22,7 +26,7 @@ namespace seqattn::detail {
 
 HWY_EXPORT(GemmRectangle);
 HWY_EXPORT(TargetBlocking);
-HWY_EXPORT(PrepareThreadBuffers);
+HWY_EXPORT(PackFloats);
 
 namespace {
 
@@ -102,19 +106,49 @@ void scale_c(const GemmArgs& g) {
   }
 }
 
-}  // namespace
-
-void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-           float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
-           float beta, float* c, std::int64_t ldc, int threads) {
+void check_sizes(std::int64_t m, std::int64_t n, std::int64_t k) {
   if (m < 0) fail("m", ">= 0", str(m));
   if (n < 0) fail("n", ">= 0", str(n));
   if (k < 0) fail("k", ">= 0", str(k));
+}
+
+// Floats of one thread's packing scratch (PackFloats); 0 for an empty product.
+std::size_t pack_floats_per_thread(std::int64_t m, std::int64_t n, std::int64_t k) {
+  if (m == 0 || n == 0 || k == 0) return 0;
+  return HWY_DYNAMIC_DISPATCH(PackFloats)(static_cast<std::size_t>(m), static_cast<std::size_t>(n),
+                                          static_cast<std::size_t>(k));
+}
+
+// A caller's pack, checked before anything is written: `need` floats at least, 64-byte aligned.
+void check_pack(std::span<float> pack, std::size_t need) {
+  if (pack.empty()) return;
+  if (pack.size() < need) {
+    fail("pack", ">= " + std::to_string(need) + " floats (sgemm_pack_floats(m, n, k, threads))",
+         std::to_string(pack.size()) + " floats");
+  }
+  const auto misalign = reinterpret_cast<std::uintptr_t>(pack.data()) % 64;
+  if (misalign != 0) fail("pack", "64-byte aligned", "64·n + " + std::to_string(misalign));
+}
+
+}  // namespace
+
+std::size_t sgemm_pack_floats(std::int64_t m, std::int64_t n, std::int64_t k, int threads) {
+  check_sizes(m, n, k);
+  const int wanted = resolve_threads(threads, "threads");
+  return static_cast<std::size_t>(wanted) * pack_floats_per_thread(m, n, k);
+}
+
+void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+           float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+           float beta, float* c, std::int64_t ldc, int threads, std::span<float> pack) {
+  check_sizes(m, n, k);
   const int wanted = resolve_threads(threads, "threads");
   const bool ta = trans_a == Transpose::kYes, tb = trans_b == Transpose::kYes;
   check_operand("a", a, m == 0 || k == 0, ta ? k : m, ta ? m : k, lda);
   check_operand("b", b, k == 0 || n == 0, tb ? n : k, tb ? k : n, ldb);
   check_operand("c", c, m == 0 || n == 0, m, n, ldc);
+  const std::size_t per_thread = pack_floats_per_thread(m, n, k);
+  check_pack(pack, static_cast<std::size_t>(wanted) * per_thread);
   if (m == 0 || n == 0) return;
 
   GemmArgs g;
@@ -141,16 +175,23 @@ void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
   const GemmGrid grid = split_grid(g.m, g.n, g.k, static_cast<std::size_t>(blocking.mr),
                                    static_cast<std::size_t>(blocking.nr), wanted);
   const int count = static_cast<int>(grid.count());
+  hwy::AlignedFreeUniquePtr<float[]> own;  // without a caller's pack
+  float* base = pack.data();
+  if (pack.empty()) {
+    own = hwy::AllocateAligned<float>(static_cast<std::size_t>(count) * per_thread);
+    if (!own) throw std::bad_alloc();
+    base = own.get();
+  }
   if (count == 1) {
-    HWY_DYNAMIC_DISPATCH(GemmRectangle)(g, grid.rect(0));
+    HWY_DYNAMIC_DISPATCH(GemmRectangle)(g, grid.rect(0), base);
     return;
   }
 #pragma omp parallel for num_threads(count) schedule(static, 1)
-  for (int t = 0; t < count; ++t)
-    HWY_DYNAMIC_DISPATCH(GemmRectangle)(g, grid.rect(static_cast<std::size_t>(t)));
+  for (int t = 0; t < count; ++t) {
+    HWY_DYNAMIC_DISPATCH(GemmRectangle)
+    (g, grid.rect(static_cast<std::size_t>(t)), base + static_cast<std::size_t>(t) * per_thread);
+  }
 }
-
-void sgemm_prepare_thread() { HWY_DYNAMIC_DISPATCH(PrepareThreadBuffers)(); }
 
 GemmBlockingInfo gemm_blocking() { return HWY_DYNAMIC_DISPATCH(TargetBlocking)(); }
 

@@ -3,7 +3,9 @@
 // the public API, so Highway types never leak.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 namespace seqattn::detail {
@@ -19,19 +21,23 @@ enum class Transpose { kNo, kYes };
 // garbage (even NaN); alpha = 0 (or k = 0) never reads A and B (the BLAS convention). A pointer
 // may be null only when its operand is empty (m·k, k·n or m·n = 0). threads = 0
 // uses every available core. The result is bitwise the same for every thread count: each element's
-// k-sum is accumulated in one fixed order. Throws seqattn::Error (kInvalidArgument) naming the
-// argument for negative sizes, leading dimensions shorter than a row, null pointers for non-empty
-// operands or negative threads; nothing is written to C then.
+// k-sum is accumulated in one fixed order.
+// pack: the packing scratch, at least sgemm_pack_floats(m, n, k, threads) floats, 64-byte
+// aligned, which the call overwrites (its contents need not be anything). Empty: the call
+// allocates its own (one allocation per call), so a steady loop (the variants' runs, MHA's
+// forwards) passes scratch it keeps.
+// Throws seqattn::Error (kInvalidArgument) naming the argument for negative sizes, leading
+// dimensions shorter than a row, null pointers for non-empty operands, negative threads, or a
+// pack too short or misaligned; nothing is written to C then.
 void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
            float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
-           float beta, float* c, std::int64_t ldc, int threads = 1);
+           float beta, float* c, std::int64_t ldc, int threads = 1, std::span<float> pack = {});
 
-// Makes the calling thread's packing buffers for the dispatched target, if it has none yet.
-// sgemm keeps them per thread (thread_local, made on a thread's first call), so a team whose
-// tasks call sgemm and are shared out dynamically calls this on every thread first: otherwise a
-// thread that the first run left without a task makes them in a later run, and a steady loop
-// allocates after its first run.
-void sgemm_prepare_thread();
+// Floats of packing scratch sgemm(m, n, k, threads) takes on the dispatched target (each target
+// blocks its own way): per thread, a block of A and one of B cut to the product's extents, each a
+// whole number of 64-byte lines. 0 for an empty product. Throws as sgemm for negative sizes or
+// threads.
+std::size_t sgemm_pack_floats(std::int64_t m, std::int64_t n, std::int64_t k, int threads = 1);
 
 // The register and cache blocking the runtime dispatches to on this CPU (for tests, benchmarks
 // and docs): micro-tile mr × nr, cache blocks mc × kc × nc, and the Highway target's name.

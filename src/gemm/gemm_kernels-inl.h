@@ -11,7 +11,6 @@
 #define SEQATTN_GEMM_KERNELS_INL_H_
 #endif
 
-#include <hwy/aligned_allocator.h>
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
@@ -209,22 +208,25 @@ void MacroKernel(const float* pa, const float* pb, std::size_t mc, std::size_t n
   }
 }
 
-// Packing buffers, one pair per thread, kept between calls (the OpenMP pool is persistent).
-float* ThreadBuffer(std::size_t which, std::size_t floats) {
-  thread_local hwy::AlignedFreeUniquePtr<float[]> buffers[2];
-  thread_local std::size_t sizes[2] = {0, 0};
-  if (sizes[which] < floats) {
-    buffers[which] = hwy::AllocateAligned<float>(floats);
-    sizes[which] = floats;
-  }
-  return buffers[which].get();
+// The packing scratch of one rectangle of an m × n × k product: a block of A (mc rows in whole
+// mr panels, kc deep) and then one of B (kc deep, nc columns in whole nr panels), each cut to
+// the product's extents and rounded up to whole 64-byte lines (packed B is read with aligned
+// loads). Every rectangle of the product is at most m × n, so each fits the same floats.
+inline std::size_t RoundToLine(std::size_t floats) { return (floats + 15) / 16 * 16; }
+std::size_t PackAFloats(std::size_t m, std::size_t k) {
+  return RoundToLine(std::min(kMC, (m + kMR - 1) / kMR * kMR) * std::min(kKC, k));
+}
+std::size_t PackFloats(std::size_t m, std::size_t n, std::size_t k) {
+  return PackAFloats(m, k) +
+         RoundToLine(std::min(kKC, k) * std::min(kNC, (n + kNR - 1) / kNR * kNR));
 }
 
 // C[rect] = alpha·op(A)·op(B) + beta·C over one rectangle, single-threaded. k >= 1. The k-blocks
 // are always visited from 0 upwards, so each element's sum order is independent of the rect.
-void GemmRectangle(const GemmArgs& g, const GemmRect& r) {
-  float* pa = ThreadBuffer(0, kMC * kKC);
-  float* pb = ThreadBuffer(1, kKC * kNC);
+// pack: PackFloats(g.m, g.n, g.k) floats, 64-byte aligned, this rectangle's alone.
+void GemmRectangle(const GemmArgs& g, const GemmRect& r, float* pack) {
+  float* pa = pack;
+  float* pb = pack + PackAFloats(g.m, g.k);
   for (std::size_t jc = 0; jc < r.cols; jc += kNC) {
     const std::size_t nc = std::min(kNC, r.cols - jc);
     for (std::size_t pc = 0; pc < g.k; pc += kKC) {
@@ -239,11 +241,6 @@ void GemmRectangle(const GemmArgs& g, const GemmRect& r) {
       }
     }
   }
-}
-
-void PrepareThreadBuffers() {
-  ThreadBuffer(0, kMC * kKC);
-  ThreadBuffer(1, kKC * kNC);
 }
 
 GemmBlockingInfo TargetBlocking() {

@@ -192,13 +192,16 @@ void MultiHeadAttention::Impl::project_inputs(detail::ComputePath path,
   const float* w = w_qkv.data();
   if (self) {
     detail::sgemm(Transpose::kNo, Transpose::kNo, b.rows_q, qkv_width, d_model, 1.0f, xq.data,
-                  xq.stride(), w, qkv_width, 0.0f, b.q, qkv_width, threads());
+                  xq.stride(), w, qkv_width, 0.0f, b.q, qkv_width, threads(),
+                  pack_for(b.rows_q, qkv_width, d_model));
     return;
   }
   detail::sgemm(Transpose::kNo, Transpose::kNo, b.rows_q, d_model, d_model, 1.0f, xq.data,
-                xq.stride(), w, qkv_width, 0.0f, b.q, d_model, threads());
+                xq.stride(), w, qkv_width, 0.0f, b.q, d_model, threads(),
+                pack_for(b.rows_q, d_model, d_model));
   detail::sgemm(Transpose::kNo, Transpose::kNo, b.rows_kv, 2 * kv_width, d_model, 1.0f, xkv.data,
-                xkv.stride(), w + d_model, qkv_width, 0.0f, b.kv, b.kv_ld, threads());
+                xkv.stride(), w + d_model, qkv_width, 0.0f, b.kv, b.kv_ld, threads(),
+                pack_for(b.rows_kv, 2 * kv_width, d_model));
 }
 
 void MultiHeadAttention::Impl::add_input_biases(bool self, const Buffers& b) {
@@ -220,7 +223,8 @@ void MultiHeadAttention::Impl::project_output(detail::ComputePath path, const Bu
     return;
   }
   detail::sgemm(Transpose::kNo, Transpose::kNo, b.rows_q, d_model, d_model, 1.0f, b.concat, d_model,
-                w_o.data(), d_model, 0.0f, out.data, out.stride(), threads());
+                w_o.data(), d_model, 0.0f, out.data, out.stride(), threads(),
+                pack_for(b.rows_q, d_model, d_model));
 }
 
 MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,

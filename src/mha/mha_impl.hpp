@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "seqattn/plan.hpp"
 #include "seqattn/workspace.hpp"
 #include "src/core/problem.hpp"
+#include "src/gemm/gemm.hpp"
 #include "src/gemm/gemm_bf16_tiles.hpp"
 #include "src/runtime/checked_size.hpp"
 #include "src/runtime/validate.hpp"
@@ -56,6 +58,14 @@ struct MultiHeadAttention::Impl {
   // The attention run's scratch (AttentionPlan::qkv_workspace_bytes), grown to the largest
   // plan met, so a steady forward's attention allocates nothing either.
   WorkspaceBuffer attention_workspace;
+
+  // The fp32 projections' GEMM packing scratch, grown to the largest product met
+  // (sgemm_pack_floats), so a steady forward's projections allocate nothing either.
+  WorkspaceBuffer gemm_pack;
+  std::span<float> pack_for(std::int64_t m, std::int64_t n, std::int64_t k) {
+    const std::size_t floats = detail::sgemm_pack_floats(m, n, k, threads());
+    return {reinterpret_cast<float*>(gemm_pack.get(4 * floats).data()), floats};
+  }
 
   float* scratch(std::size_t floats) {
     if (workspace_floats < floats) {

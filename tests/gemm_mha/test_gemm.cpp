@@ -2,6 +2,7 @@
 // target: odd shapes around the micro-tile and cache-block edges, both transposes, alpha/beta,
 // padded leading dimensions, NaN-filled C with beta = 0, thread-count determinism, errors.
 #include <gtest/gtest.h>
+#include <hwy/aligned_allocator.h>
 #include <hwy/highway.h>
 #include <hwy/targets.h>
 #include <hwy/tests/hwy_gtest.h>
@@ -147,6 +148,37 @@ TEST_P(GemmOnTarget, TwoThreadsMatch) {
   check_case({700, 40, 20, Transpose::kYes, Transpose::kYes, 1.0f, 0.0f, 0}, 2);
 }
 
+// A caller's packing scratch (pack) of exactly sgemm_pack_floats(m, n, k, threads) floats gives
+// the bits of a call that allocates its own, and nothing is written past it: shapes inside one
+// cache block, across the kc, mc and nc edges, and split among two threads.
+TEST_P(GemmOnTarget, CallersPackGivesTheSameBits) {
+  for (const Case& t : {Case{1, 1, 1, Transpose::kNo, Transpose::kNo, 1.0f, 0.0f, 0},
+                        Case{17, 80, 3, Transpose::kYes, Transpose::kNo, 1.0f, 0.5f, 1},
+                        Case{700, 300, 400, Transpose::kNo, Transpose::kYes, 0.5f, 0.0f, 3},
+                        Case{40, 4200, 200, Transpose::kNo, Transpose::kNo, 1.0f, 1.0f, 0}}) {
+    for (const int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message()
+                   << t.m << "x" << t.n << "x" << t.k << ", " << threads << " threads");
+      Operands own = make_operands(t, 77), given = make_operands(t, 77);
+      sgemm(t.ta, t.tb, t.m, t.n, t.k, t.alpha, own.a.data(), own.lda, own.b.data(), own.ldb,
+            t.beta, own.c.data(), own.ldc, threads);
+      const std::size_t floats = detail::sgemm_pack_floats(t.m, t.n, t.k, threads);
+      ASSERT_EQ(floats % 16, 0u);
+      constexpr std::size_t kGuard = 64;
+      hwy::AlignedFreeUniquePtr<float[]> pack = hwy::AllocateAligned<float>(floats + kGuard);
+      std::fill(pack.get(), pack.get() + floats + kGuard, std::numeric_limits<float>::quiet_NaN());
+      pack[floats] = 12345.0f;  // a guard value NaN garbage in the pack cannot produce
+      sgemm(t.ta, t.tb, t.m, t.n, t.k, t.alpha, given.a.data(), given.lda, given.b.data(),
+            given.ldb, t.beta, given.c.data(), given.ldc, threads, {pack.get(), floats});
+      EXPECT_EQ(std::memcmp(own.c.data(), given.c.data(), own.c.size() * sizeof(float)), 0);
+      EXPECT_EQ(pack[floats], 12345.0f);
+      EXPECT_TRUE(std::all_of(pack.get() + floats + 1, pack.get() + floats + kGuard, [](float x) {
+        return std::isnan(x);
+      })) << "written past the pack";
+    }
+  }
+}
+
 // The k-reduction order must not depend on how C is split among threads.
 TEST(Gemm, BitwiseIdenticalForEveryThreadCount) {
   const Case t{301, 517, 530, Transpose::kNo, Transpose::kYes, 0.75f, 0.5f, 1};
@@ -216,6 +248,23 @@ TEST(Gemm, BadArgumentsThrowAndWriteNothing) {
   expect_error("b", call(4, 4, 4, a.data(), 4, nullptr, 4, c.data(), 4, 1), c, 7.0f);
   expect_error("c", call(4, 4, 4, a.data(), 4, b.data(), 4, nullptr, 4, 1), c, 7.0f);
   expect_error("threads", call(4, 4, 4, a.data(), 4, b.data(), 4, c.data(), 4, -1), c, 7.0f);
+  // A caller's pack one 64-byte line short, or misaligned.
+  const std::size_t need = detail::sgemm_pack_floats(4, 4, 4, 1);
+  hwy::AlignedFreeUniquePtr<float[]> pack = hwy::AllocateAligned<float>(need + 16);
+  expect_error(
+      "pack",
+      [&] {
+        sgemm(Transpose::kNo, Transpose::kNo, 4, 4, 4, 1.0f, a.data(), 4, b.data(), 4, 0.0f,
+              c.data(), 4, 1, {pack.get(), need - 16});
+      },
+      c, 7.0f);
+  expect_error(
+      "pack",
+      [&] {
+        sgemm(Transpose::kNo, Transpose::kNo, 4, 4, 4, 1.0f, a.data(), 4, b.data(), 4, 0.0f,
+              c.data(), 4, 1, {pack.get() + 1, need});
+      },
+      c, 7.0f);
   // Transposed A is stored [k, m]: lda must cover m.
   try {
     sgemm(Transpose::kYes, Transpose::kNo, 5, 4, 4, 1.0f, a.data(), 4, b.data(), 4, 0.0f, c.data(),

@@ -80,9 +80,10 @@ bool needs_gather(const ConstTensor& t) { return t.strides[3] != 1 || t.strides[
 
 // dst [p, cols] = proj[:, :len] · rows[:len] of one (batch, kv head) slice [S_k, cols], each
 // row j rotated at its key position first when `rope` is given. `gather` holds S_k · cols
-// floats when the slice needs_gather or is rotated.
+// floats when the slice needs_gather or is rotated; `pack` is the GEMM's packing scratch.
 void project(const MatrixView<const float>& proj, const ConstTensor& t, std::int64_t b,
-             std::int64_t h, std::int64_t len, const RopeTables* rope, float* gather, float* dst) {
+             std::int64_t h, std::int64_t len, const RopeTables* rope, float* gather,
+             std::span<float> pack, float* dst) {
   const std::int64_t cols = t.shape[3];
   const float* src = t.ptr(b, h, 0);
   std::int64_t ld = t.strides[2];
@@ -102,7 +103,7 @@ void project(const MatrixView<const float>& proj, const ConstTensor& t, std::int
     ld = cols;
   }
   sgemm(Transpose::kNo, Transpose::kNo, proj.rows, cols, len, 1.0f, proj.data, proj.row_stride, src,
-        ld, 0.0f, dst, cols, /*threads=*/1);
+        ld, 0.0f, dst, cols, /*threads=*/1, pack);
 }
 
 class LinformerVariant final : public AttentionVariant {
@@ -186,12 +187,14 @@ class LinformerVariant final : public AttentionVariant {
   }
 
   // The run's own scratch, carved in this order from one range (ScratchArena): the projected
-  // keys and values, then one row copy per thread.
+  // keys and values, then one row copy and one GEMM packing scratch per thread.
   struct Scratch {
     float* kp = nullptr;
     float* vp = nullptr;
     float* gathers = nullptr;
     std::int64_t gather_floats = 0;
+    float* packs = nullptr;
+    std::size_t pack_floats = 0;  // a whole number of 64-byte lines
     int team = 1;
   };
   // any_layout: count (and carve) the row copies even where p's views need none, as for a
@@ -215,6 +218,10 @@ class LinformerVariant final : public AttentionVariant {
         checked_product({tasks, k, p.dim_v()}, "projected values (B x H_kv x proj_len x D_v)"));
     s.gathers = arena.take<float>(
         checked_product({s.team, s.gather_floats}, "threads x S_k x D (row copies)"));
+    // Every projection (k x S_k by S_k x D or D_v, at most) fits one pack.
+    s.pack_floats = sgemm_pack_floats(k, std::max(p.dim(), p.dim_v()), p.seq_k());
+    s.packs = arena.take<float>(
+        checked_product({s.team, static_cast<std::int64_t>(s.pack_floats)}, "GEMM packing"));
     return s;
   }
 
@@ -252,11 +259,9 @@ class LinformerVariant final : public AttentionVariant {
     const bool given = !p.workspace.empty();
     ScratchArena count;
     carve(p, k, given, count);
-    // Every allocation but a thread's GEMM buffers (made once per thread, in the region, by
-    // sgemm_prepare_thread, which does not throw) happens here, outside the region (an
-    // exception may not leave one): in the caller's workspace (checked, whole, before anything
-    // is written), or one of our own for the projections while the dense kernel allocates its
-    // own scratch.
+    // Every allocation happens here, outside the region (an exception may not leave one): in
+    // the caller's workspace (checked, whole, before anything is written), or one of our own
+    // for the projections while the dense kernel allocates its own scratch.
     // With a workspace, `count` is scratch_bytes()'s own part (any_layout).
     const RunScratch scratch(
         p.workspace, given ? count.used() + dense_bytes(p, k, keys, queries) : 0, count.used(),
@@ -265,20 +270,17 @@ class LinformerVariant final : public AttentionVariant {
     ScratchArena arena(scratch.data(), scratch.size());
     const Scratch s = carve(p, k, given, arena);
     const RopeTables* rope = rope_of(p.positional.get());
-    auto task = [&](float* gather, std::int64_t t) {
+    auto task = [&](float* gather, std::span<float> pack, std::int64_t t) {
       const std::int64_t b = t / heads, h = t % heads, len = p.key_length(b);
-      project(proj.e, p.k, b, h, len, rope, gather, s.kp + t * k * p.dim());
-      project(proj.f, p.v, b, h, len, nullptr, gather, s.vp + t * k * p.dim_v());
+      project(proj.e, p.k, b, h, len, rope, gather, pack, s.kp + t * k * p.dim());
+      project(proj.f, p.v, b, h, len, nullptr, gather, pack, s.vp + t * k * p.dim_v());
     };
     // One thread (or a run inside a caller's parallel region) runs plain loops: libgomp
-    // allocates a team for every region it enters. Every thread makes its GEMM packing buffers
-    // first (sgemm_prepare_thread): a thread that a first run left without a task made them in
-    // a later one (3 allocations in run 2, 3 or 4 of a steady loop, seen under load at B 1,
-    // H_kv 2, two threads).
+    // allocates a team for every region it enters.
     RunOnTeam(s.team, [&](const auto& team) {
-      sgemm_prepare_thread();
       float* gather = s.gathers + team.thread() * s.gather_floats;
-      team.for_dynamic(tasks, [&](std::int64_t t) { task(gather, t); });
+      const std::span<float> pack(s.packs + team.thread() * s.pack_floats, s.pack_floats);
+      team.for_dynamic(tasks, [&](std::int64_t t) { task(gather, pack, t); });
     });
     Problem projected = projected_problem(p, k, s.kp, s.vp, queries);
     if (given) projected.workspace = scratch.bytes().subspan(count.used());

@@ -14,6 +14,7 @@
 #include <exception>
 #include <limits>
 #include <memory>
+#include <span>
 
 #include "src/gemm/gemm.hpp"
 #include "src/kernel/flash_attention.hpp"
@@ -52,15 +53,12 @@ void copy_row(const ConstTensor& t, std::int64_t b, std::int64_t h, std::int64_t
 
 // fn(i, thread) for i in [0, n) over `threads` threads, on RunOnTeam: one thread runs a plain
 // loop (no OpenMP region, which allocates a team even for one). Static for a pair's rows (one
-// pair's work when it has the team to itself), dynamic for the pairs themselves; with
-// kDynamic every thread first makes its GEMM packing buffers (sgemm_prepare_thread: the pairs'
-// hashes call sgemm, and a thread that the first run left without a pair would make them in a
-// later one). An exception may not leave a region, so the first is rethrown after it.
+// pair's work when it has the team to itself), dynamic for the pairs themselves. An exception
+// may not leave a region, so the first is rethrown after it.
 template <bool kDynamic = false, class F>
 void for_rows(std::int64_t n, int threads, const F& fn) {
   std::exception_ptr failure;
   RunOnTeam(n > 1 ? threads : 1, [&](const auto& team) {
-    if constexpr (kDynamic) sgemm_prepare_thread();
     const auto caught = [&](std::int64_t i) {
       try {
         fn(i, team.thread());
@@ -144,10 +142,12 @@ void PairRounds::hash(const ConstTensor& t, std::int64_t h, std::int32_t* bucket
     const std::int64_t i0 = block * kLshHashRows, n = std::min(kLshHashRows, len_ - i0);
     float* x = w_.hash_block.data() + me * kLshHashRows * dim;
     float* y = w_.hash_scores.data() + me * kLshHashRows * m;
+    const std::span<float> pack(w_.hash_pack.data() + me * w_.hash_pack_floats,
+                                w_.hash_pack_floats);
     for (std::int64_t r = 0; r < n; ++r) copy_row(t, b_, h, i0 + r, x + r * dim);
     for (std::int64_t round = 0; round < c_.hashes; ++round) {
       sgemm(Transpose::kNo, Transpose::kNo, n, m, dim, 1.0f, x, dim, c_.rotations.row(round * dim),
-            ld, 0.0f, y, m, 1);
+            ld, 0.0f, y, m, 1, pack);
       for (std::int64_t r = 0; r < n; ++r)
         buckets[round * stride + i0 + r] = bucket_of(y + r * m, m);
     }

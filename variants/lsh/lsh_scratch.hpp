@@ -10,6 +10,7 @@
 #include <span>
 
 #include "src/core/problem.hpp"
+#include "src/gemm/gemm.hpp"
 #include "src/kernel/scratch_arena.hpp"
 #include "src/runtime/checked_size.hpp"
 #include "variants/lsh/lsh_rounds.hpp"
@@ -29,7 +30,9 @@ inline std::int64_t lsh_segment_chunks(std::int64_t chunk) {
 }
 
 struct LshScratch {
-  Carved<float> hash_block, hash_scores;            // per thread of the pair's team
+  Carved<float> hash_block, hash_scores;  // per thread of the pair's team
+  Carved<float> hash_pack;  // per thread: the hashing GEMM's packing (hash_pack_floats each)
+  std::size_t hash_pack_floats = 0;
   Carved<float> inv_rms;                            // [S] (shared keys)
   Carved<std::int32_t> query_buckets, key_buckets;  // [group][hashes][S], [hashes][S]
   Carved<std::int32_t> query_order, key_order;      // [group][S], [S]
@@ -55,6 +58,9 @@ struct LshScratch {
     hash_block = Carved<float>(arena, checked_product({threads, kLshHashRows, dim}, what));
     hash_scores =
         Carved<float>(arena, checked_product({threads, kLshHashRows, c.buckets / 2}, what));
+    hash_pack_floats = sgemm_pack_floats(kLshHashRows, c.buckets / 2, dim);
+    hash_pack = Carved<float>(
+        arena, checked_product({threads, static_cast<std::int64_t>(hash_pack_floats)}, what));
     inv_rms = Carved<float>(arena, c.shared ? s : 0);
     query_buckets = Carved<std::int32_t>(arena, checked_product({group, c.hashes, s}, what));
     key_buckets = Carved<std::int32_t>(arena, c.shared ? 0 : checked_product({c.hashes, s}, what));
