@@ -2,6 +2,7 @@
 // [S, d_model] × [d_model, 3·d_model], one and two threads, reported in GFLOP/s.
 #include <benchmark/benchmark.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <random>
 #include <span>

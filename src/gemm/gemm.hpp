@@ -1,5 +1,5 @@
-// The packed single-precision GEMM engine used by MultiHeadAttention's projections and by the
-// variants that project along the sequence (linear attention, Linformer). Internal: not part of
+// The packed single-precision GEMM engine used by MultiHeadAttention's projections, Linformer's
+// projections along the sequence and LSH attention's hashing. Internal: not part of
 // the public API, so Highway types never leak.
 #pragma once
 

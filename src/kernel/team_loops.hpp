@@ -9,6 +9,8 @@
 #include <omp.h>
 
 #include <cstdint>
+#include <exception>
+#include <mutex>
 
 #include "src/runtime/threads.hpp"
 
@@ -62,5 +64,27 @@ void RunOnTeam(int threads, const Body& body) {
 #pragma omp parallel num_threads(threads)
   body(OmpTeam{});
 }
+
+// The first exception thrown by tasks of a team, kept to rethrow after the region: an
+// exception may not leave an OpenMP region (std::terminate).
+class FirstException {
+ public:
+  template <class Fn>
+  void run(const Fn& fn) noexcept {
+    try {
+      fn();
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      if (!first_) first_ = std::current_exception();
+    }
+  }
+  void rethrow() const {
+    if (first_) std::rethrow_exception(first_);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::exception_ptr first_;
+};
 
 }  // namespace seqattn::detail

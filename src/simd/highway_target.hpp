@@ -18,7 +18,8 @@ const char* dispatched_target_cstr();  // the same, static storage
 std::string_view backend_target_name();
 
 // The concatenation of `parts`, stored once per distinct value for the process's lifetime
-// (a handful: one per target a test forces); a lookup of a known value allocates nothing.
+// (a handful: one per target a test forces); a lookup of a known value allocates nothing and
+// takes no lock (every run looks its target's name up).
 std::string_view interned_name(std::initializer_list<std::string_view> parts);
 
 }  // namespace seqattn::simd

@@ -253,9 +253,11 @@ TEST(SteadyPrefill, WeightsRunsInAWorkspaceAllocateNothing) {
 
 // One plan run on every compiled target: qkv_workspace_bytes() answers for the target runs
 // dispatch to now, not the plan's (each target blocks its tiles its own way), so a workspace of
-// that count serves the run bitwise, and the second run on the target allocates nothing. Dense
-// (2 threads, S 257) and a banded sliding window (S 5000, a global token): their counts differ
-// between 16-lane and narrower targets, which a count kept from the plan's target got wrong.
+// that count serves the run bitwise, one line less is refused naming workspace.size() with out
+// untouched (the count is the run's need, not a bound), and the second run on the target
+// allocates nothing. Dense (S 257), a banded sliding window (S 5000, a global token), Linformer
+// and LSH (whose GEMM packing follows the target's blocking too), all on 2 threads: their
+// counts differ between targets, which a count kept from the plan's target got wrong.
 TEST(SteadyPrefill, OnePlanCountsTheTargetItRunsOn) {
   constexpr std::int64_t kHeads = 4, kKv = 2, kDim = 64;
   struct Case {
@@ -266,7 +268,14 @@ TEST(SteadyPrefill, OnePlanCountsTheTargetItRunsOn) {
   SlidingWindowSpec window;
   window.left = window.right = 64;
   window.global_tokens = {0};
-  for (const Case& c : {Case{"dense", DenseSpec{}, 257}, Case{"window", window, 5000}}) {
+  LinformerSpec linformer;
+  linformer.proj_len = 96;
+  LshSpec lsh;  // separate keys: GQA
+  lsh.hashes = 2;
+  lsh.chunk_length = 64;
+  lsh.shared_qk = false;
+  for (const Case& c : {Case{"dense", DenseSpec{}, 257}, Case{"window", window, 5000},
+                        Case{"linformer", linformer, 300}, Case{"lsh", lsh, 600}}) {
     SCOPED_TRACE(c.name);
     AttentionOptions options;
     options.variant = c.variant;
@@ -285,6 +294,15 @@ TEST(SteadyPrefill, OnePlanCountsTheTargetItRunsOn) {
           storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
       OwnedTensor out = make_zeros(1, kHeads, c.seq, kDim),
                   alone = make_zeros(1, kHeads, c.seq, kDim);
+      testing::expect_error(
+          [&] {
+            plan.run(q.cview(), k.cview(), v.cview(), out.view,
+                     {.workspace = {aligned, bytes - 64}});
+          },
+          "workspace.size()", ErrorKind::kInvalidArgument);
+      ASSERT_TRUE(std::all_of(out.storage.begin(), out.storage.end(), [](float x) {
+        return x == 0;
+      })) << "a refused run wrote out";
       const RunArgs args{.workspace = {aligned, bytes}};
       plan.run(q.cview(), k.cview(), v.cview(), out.view, args);
       EXPECT_EQ(allocations_of([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, args); }),
@@ -294,8 +312,8 @@ TEST(SteadyPrefill, OnePlanCountsTheTargetItRunsOn) {
           std::memcmp(out.storage.data(), alone.storage.data(), out.storage.size() * sizeof(float)),
           0);
     });
-    // Every x86-64 CPU with AVX2 runs a 4- or 8-lane target and AVX2, and their counts
-    // differ. (The xsimd build's flash kernel follows its own arch, not Highway's target.)
+    // Every x86-64 CPU with AVX2 compiles and runs a narrower target (SSE4) besides it, and
+    // their counts differ. (The xsimd build's flash kernel follows its own arch instead.)
     if (hwy::SupportedAndGeneratedTargets().size() >= 2 && simd_target().starts_with("highway:")) {
       EXPECT_GE(counts.size(), 2u) << "the same count on every target: the test shows nothing";
     }

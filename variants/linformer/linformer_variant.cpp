@@ -266,7 +266,7 @@ class LinformerVariant final : public AttentionVariant {
     const RunScratch scratch(
         p.workspace, given ? count.used() + dense_bytes(p, k, keys, queries) : 0, count.used(),
         "AttentionPlan::qkv_workspace_bytes() (Linformer: projected K and "
-        "V, row copies and the dense kernel's scratch)");
+        "V, row copies, GEMM packing and the dense kernel's scratch)");
     ScratchArena arena(scratch.data(), scratch.size());
     const Scratch s = carve(p, k, given, arena);
     const RopeTables* rope = rope_of(p.positional.get());
@@ -276,12 +276,16 @@ class LinformerVariant final : public AttentionVariant {
       project(proj.f, p.v, b, h, len, nullptr, gather, pack, s.vp + t * k * p.dim_v());
     };
     // One thread (or a run inside a caller's parallel region) runs plain loops: libgomp
-    // allocates a team for every region it enters.
+    // allocates a team for every region it enters. The projections allocate nothing and their
+    // packs are sized for them (sgemm throws on neither), but an exception would terminate
+    // inside a region, so the first is rethrown after it.
+    FirstException failure;
     RunOnTeam(s.team, [&](const auto& team) {
       float* gather = s.gathers + team.thread() * s.gather_floats;
       const std::span<float> pack(s.packs + team.thread() * s.pack_floats, s.pack_floats);
-      team.for_dynamic(tasks, [&](std::int64_t t) { task(gather, pack, t); });
+      team.for_dynamic(tasks, [&](std::int64_t t) { failure.run([&] { task(gather, pack, t); }); });
     });
+    failure.rethrow();
     Problem projected = projected_problem(p, k, s.kp, s.vp, queries);
     if (given) projected.workspace = scratch.bytes().subspan(count.used());
     softmax_forward(projected, keys);

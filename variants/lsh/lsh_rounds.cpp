@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <exception>
 #include <limits>
 #include <memory>
 #include <span>
@@ -57,23 +56,16 @@ void copy_row(const ConstTensor& t, std::int64_t b, std::int64_t h, std::int64_t
 // may not leave a region, so the first is rethrown after it.
 template <bool kDynamic = false, class F>
 void for_rows(std::int64_t n, int threads, const F& fn) {
-  std::exception_ptr failure;
+  FirstException failure;
   RunOnTeam(n > 1 ? threads : 1, [&](const auto& team) {
-    const auto caught = [&](std::int64_t i) {
-      try {
-        fn(i, team.thread());
-      } catch (...) {
-#pragma omp critical(seqattn_lsh_rows)
-        if (!failure) failure = std::current_exception();
-      }
-    };
+    const auto caught = [&](std::int64_t i) { failure.run([&] { fn(i, team.thread()); }); };
     if constexpr (kDynamic) {
       team.for_dynamic(n, caught);
     } else {
       team.for_static(n, caught);
     }
   });
-  if (failure) std::rethrow_exception(failure);
+  failure.rethrow();
 }
 
 // Sum of squares of row (b, h, s) of t, in double.
