@@ -8,6 +8,11 @@ namespace seqattn::detail {
 
 std::int64_t checked_product(std::initializer_list<std::int64_t> factors,
                              std::string_view argument) {
+  return checked_product(factors, argument, {});
+}
+
+std::int64_t checked_product(std::initializer_list<std::int64_t> factors, std::string_view argument,
+                             std::string_view suffix) {
   std::int64_t product = 1;
   bool fits = true;
   for (const std::int64_t f : factors) {
@@ -17,7 +22,7 @@ std::int64_t checked_product(std::initializer_list<std::int64_t> factors,
   if (!fits) {
     std::string text;
     for (const std::int64_t f : factors) text += (text.empty() ? "" : " x ") + std::to_string(f);
-    throw Error(ErrorKind::kInvalidArgument, std::string(argument),
+    throw Error(ErrorKind::kInvalidArgument, std::string(argument) + std::string(suffix),
                 "sizes whose product fits in 2^62", text);
   }
   return product;

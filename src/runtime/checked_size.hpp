@@ -19,6 +19,10 @@ namespace seqattn::detail {
 // `argument` is a view, so a product that fits allocates nothing (runs in a steady loop call it).
 std::int64_t checked_product(std::initializer_list<std::int64_t> factors,
                              std::string_view argument);
+// The same naming `argument` followed by `suffix` (joined only to throw: a name built for
+// every call, as "x_q" + " (batch x seq x row stride)", would allocate in a steady loop).
+std::int64_t checked_product(std::initializer_list<std::int64_t> factors, std::string_view argument,
+                             std::string_view suffix);
 
 // Throws the Error for an allocation of `bytes` that failed (kInvalidArgument, naming `argument`).
 [[noreturn]] void fail_allocation(const std::string& argument, double bytes);

@@ -320,5 +320,44 @@ TEST(SteadyPrefill, OnePlanCountsTheTargetItRunsOn) {
   }
 }
 
+// A steady MultiHeadAttention forward (self and cross attention, fp32 projections on 1 and 2
+// threads, GQA, an output projection) allocates nothing after its first: the projections' GEMM
+// packing is the layer's own scratch (sgemm's pack), the attention runs in the layer's
+// workspace.
+TEST(SteadyPrefill, MultiHeadAttentionForwardsAllocateNothing) {
+  constexpr std::int64_t kBatch = 2, kSeq = 300, kModel = 128;
+  for (const int threads : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    MhaConfig config;
+    config.d_model = kModel;
+    config.num_heads = 4;
+    config.num_kv_heads = 2;
+    config.threads = threads;
+    MultiHeadAttention layer(config);
+    for (const Projection which :
+         {Projection::kQuery, Projection::kKey, Projection::kValue, Projection::kOutput}) {
+      const std::int64_t cols = layer.out_features(which);
+      const OwnedTensor w = make_tensor(1, 1, kModel, cols, testing::Layout::kBHSD, 70 + cols);
+      layer.set_weights(which, w.storage.data(), kModel, cols);
+    }
+    const OwnedTensor x = make_tensor(1, kBatch, kSeq, kModel, testing::Layout::kBHSD, 81);
+    const OwnedTensor memory = make_tensor(1, kBatch, 2 * kSeq, kModel, testing::Layout::kBHSD, 82);
+    OwnedTensor out = make_zeros(1, kBatch, kSeq, kModel);
+    const SequenceView<const float> xs{x.storage.data(), kBatch, kSeq, kModel};
+    const SequenceView<const float> ms{memory.storage.data(), kBatch, 2 * kSeq, kModel};
+    const SequenceView<float> os{out.storage.data(), kBatch, kSeq, kModel};
+    long self_after = 0, cross_after = 0;
+    layer.forward(xs, os);  // the first sizes the layer's scratch
+    for (int step = 0; step < 3; ++step)
+      self_after += allocations_of([&] { layer.forward(xs, os); });
+    layer.forward(xs, ms, os);  // a new shape: a new attention plan
+    for (int step = 0; step < 3; ++step) {
+      cross_after += allocations_of([&] { layer.forward(xs, ms, os); });
+    }
+    EXPECT_EQ(self_after, 0) << "heap allocations in self-attention forwards after the first";
+    EXPECT_EQ(cross_after, 0) << "heap allocations in cross-attention forwards after the first";
+  }
+}
+
 }  // namespace
 }  // namespace seqattn
