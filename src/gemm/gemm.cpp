@@ -32,13 +32,16 @@ namespace {
 
 // A stored operand, rows `ld` apart holding `cols` each; null only when it is empty.
 // Its rows x ld elements must be addressable (checked_product).
-void check_operand(const char* name, const void* p, bool empty, std::int64_t rows,
-                   std::int64_t cols, std::int64_t ld) {
-  const std::string n(name);
+// size_suffix completes the size's name (" (rows x lda)"): names are joined only to throw.
+void check_operand(const char* name, const char* size_suffix, const void* p, bool empty,
+                   std::int64_t rows, std::int64_t cols, std::int64_t ld) {
   const std::int64_t min_ld = std::max<std::int64_t>(cols, 1);
-  if (ld < min_ld) fail("ld" + n, ">= " + str(min_ld) + " (the stored row length)", str(ld));
-  if (!empty && p == nullptr) fail(n, "a non-null pointer (the operand is not empty)", "nullptr");
-  checked_product({rows, ld}, n + " (rows x ld" + n + ")");
+  if (ld < min_ld) {
+    fail(std::string("ld") + name, ">= " + str(min_ld) + " (the stored row length)", str(ld));
+  }
+  if (!empty && p == nullptr)
+    fail(name, "a non-null pointer (the operand is not empty)", "nullptr");
+  checked_product({rows, ld}, name, size_suffix);
 }
 
 // Below this many FLOPs per thread, forking costs more than it saves.
@@ -144,9 +147,9 @@ void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
   check_sizes(m, n, k);
   const int wanted = resolve_threads(threads, "threads");
   const bool ta = trans_a == Transpose::kYes, tb = trans_b == Transpose::kYes;
-  check_operand("a", a, m == 0 || k == 0, ta ? k : m, ta ? m : k, lda);
-  check_operand("b", b, k == 0 || n == 0, tb ? n : k, tb ? k : n, ldb);
-  check_operand("c", c, m == 0 || n == 0, m, n, ldc);
+  check_operand("a", " (rows x lda)", a, m == 0 || k == 0, ta ? k : m, ta ? m : k, lda);
+  check_operand("b", " (rows x ldb)", b, k == 0 || n == 0, tb ? n : k, tb ? k : n, ldb);
+  check_operand("c", " (rows x ldc)", c, m == 0 || n == 0, m, n, ldc);
   const std::size_t per_thread = pack_floats_per_thread(m, n, k);
   check_pack(pack, static_cast<std::size_t>(wanted) * per_thread);
   if (m == 0 || n == 0) return;

@@ -3,14 +3,15 @@
 // thread it enters (an if(false) one too) and a work share for an orphaned loop, and a steady
 // run in a caller's workspace must not allocate. OmpTeam's loops are worksharing constructs
 // that bind to the parallel region RunOnTeam opened (orphaned constructs, with their implicit
-// barriers). Library code only (built with OpenMP).
+// barriers). FirstException carries a task's exception out of a region. Library code only
+// (built with OpenMP).
 #pragma once
 
 #include <omp.h>
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
-#include <mutex>
 
 #include "src/runtime/threads.hpp"
 
@@ -66,7 +67,8 @@ void RunOnTeam(int threads, const Body& body) {
 }
 
 // The first exception thrown by tasks of a team, kept to rethrow after the region: an
-// exception may not leave an OpenMP region (std::terminate).
+// exception may not leave an OpenMP region (std::terminate). Tasks after a failure still run
+// (they write scratch only). rethrow() runs after the region, whose join orders first_.
 class FirstException {
  public:
   template <class Fn>
@@ -74,8 +76,7 @@ class FirstException {
     try {
       fn();
     } catch (...) {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      if (!first_) first_ = std::current_exception();
+      if (!taken_.exchange(true)) first_ = std::current_exception();
     }
   }
   void rethrow() const {
@@ -83,7 +84,7 @@ class FirstException {
   }
 
  private:
-  std::mutex mutex_;
+  std::atomic<bool> taken_{false};
   std::exception_ptr first_;
 };
 

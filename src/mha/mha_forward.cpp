@@ -12,6 +12,7 @@
 #include "seqattn/mha.hpp"
 #include "src/gemm/gemm.hpp"
 #include "src/kernel/compute_path.hpp"
+#include "src/kernel/team_loops.hpp"
 #include "src/mha/mha_impl.hpp"
 #include "src/runtime/threads.hpp"
 #include "src/runtime/validate.hpp"
@@ -45,15 +46,17 @@ detail::ByteRange span_of(const SequenceView<float>& s) {
   return {first, first + static_cast<std::uintptr_t>(elements) * sizeof(float)};
 }
 
-// rows × cols block (ld apart) += bias broadcast over rows.
+// rows × cols block (ld apart) += bias broadcast over rows. A small block, or one thread, runs
+// a plain loop (RunOnTeam): libgomp allocates a team for every one-thread region it enters.
 void add_bias(float* c, std::int64_t rows, std::int64_t cols, std::int64_t ld, const float* bias,
               int threads) {
-  const int nt = detail::resolve_threads(threads, "threads");
-#pragma omp parallel for num_threads(nt) schedule(static) if (rows * cols > (1 << 16))
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* row = c + r * ld;
-    for (std::int64_t j = 0; j < cols; ++j) row[j] += bias[j];
-  }
+  const int nt = rows * cols > (1 << 16) ? detail::resolve_threads(threads, "threads") : 1;
+  detail::RunOnTeam(nt, [&](const auto& team) {
+    team.for_static(rows, [&](std::int64_t r) {
+      float* row = c + r * ld;
+      for (std::int64_t j = 0; j < cols; ++j) row[j] += bias[j];
+    });
+  });
 }
 
 // A projected [B, S, heads·d] activation (rows ld floats apart) seen as [B, heads, S, d]: bshd()

@@ -56,8 +56,8 @@ bool equals(std::string_view name, std::initializer_list<std::string_view> parts
   return name.empty();
 }
 
-const std::string* find(const InternedNames& names, std::size_t published,
-                        std::initializer_list<std::string_view> parts) {
+const std::string* find_slot(const InternedNames& names, std::size_t published,
+                             std::initializer_list<std::string_view> parts) {
   for (std::size_t i = 0; i < published; ++i) {
     if (equals(*names.slots[i], parts)) return names.slots[i];
   }
@@ -69,12 +69,12 @@ const std::string* find(const InternedNames& names, std::size_t published,
 std::string_view interned_name(std::initializer_list<std::string_view> parts) {
   static auto* const names = new InternedNames;
   if (const std::string* hit =
-          find(*names, names->published.load(std::memory_order_acquire), parts)) {
+          find_slot(*names, names->published.load(std::memory_order_acquire), parts)) {
     return *hit;
   }
   const std::lock_guard<std::mutex> lock(names->mutex);
   const std::size_t published = names->published.load(std::memory_order_relaxed);
-  if (const std::string* hit = find(*names, published, parts)) return *hit;
+  if (const std::string* hit = find_slot(*names, published, parts)) return *hit;
   for (const std::string& name : names->more) {
     if (equals(name, parts)) return name;
   }
