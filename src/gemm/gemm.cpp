@@ -115,11 +115,26 @@ void check_sizes(std::int64_t m, std::int64_t n, std::int64_t k) {
   if (k < 0) fail("k", ">= 0", str(k));
 }
 
-// Floats of one thread's packing scratch (PackFloats); 0 for an empty product.
-std::size_t pack_floats_per_thread(std::int64_t m, std::int64_t n, std::int64_t k) {
-  if (m == 0 || n == 0 || k == 0) return 0;
-  return HWY_DYNAMIC_DISPATCH(PackFloats)(static_cast<std::size_t>(m), static_cast<std::size_t>(n),
-                                          static_cast<std::size_t>(k));
+// The rectangles sgemm cuts C into on `threads` threads, and the packing floats each takes:
+// PackFloats of the largest band's rows and columns, so every rectangle's blocks fit (a band
+// holds at most ceil(tiles / bands) tiles). Resolving the blocking also initialises Highway's
+// target choice before any thread calls through the dispatch table.
+struct PackedGrid {
+  GemmGrid grid;
+  std::size_t per_rect = 0;  // 0 for an empty product
+  std::size_t floats() const { return grid.count() * per_rect; }
+};
+
+PackedGrid packed_grid(std::size_t m, std::size_t n, std::size_t k, int threads) {
+  if (m == 0 || n == 0 || k == 0) return {};
+  const GemmBlockingInfo blocking = HWY_DYNAMIC_DISPATCH(TargetBlocking)();
+  const auto mr = static_cast<std::size_t>(blocking.mr), nr = static_cast<std::size_t>(blocking.nr);
+  PackedGrid pg{split_grid(m, n, k, mr, nr, threads)};
+  const std::size_t tiles_m = (m + mr - 1) / mr, tiles_n = (n + nr - 1) / nr;
+  const std::size_t rows = std::min(m, (tiles_m + pg.grid.tm - 1) / pg.grid.tm * mr);
+  const std::size_t cols = std::min(n, (tiles_n + pg.grid.tn - 1) / pg.grid.tn * nr);
+  pg.per_rect = HWY_DYNAMIC_DISPATCH(PackFloats)(rows, cols, k);
+  return pg;
 }
 
 // A caller's pack, checked before anything is written: `need` floats at least, 64-byte aligned.
@@ -138,7 +153,9 @@ void check_pack(std::span<float> pack, std::size_t need) {
 std::size_t sgemm_pack_floats(std::int64_t m, std::int64_t n, std::int64_t k, int threads) {
   check_sizes(m, n, k);
   const int wanted = resolve_threads(threads, "threads");
-  return static_cast<std::size_t>(wanted) * pack_floats_per_thread(m, n, k);
+  return packed_grid(static_cast<std::size_t>(m), static_cast<std::size_t>(n),
+                     static_cast<std::size_t>(k), wanted)
+      .floats();
 }
 
 void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
@@ -150,8 +167,9 @@ void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
   check_operand("a", " (rows x lda)", a, m == 0 || k == 0, ta ? k : m, ta ? m : k, lda);
   check_operand("b", " (rows x ldb)", b, k == 0 || n == 0, tb ? n : k, tb ? k : n, ldb);
   check_operand("c", " (rows x ldc)", c, m == 0 || n == 0, m, n, ldc);
-  const std::size_t per_thread = pack_floats_per_thread(m, n, k);
-  check_pack(pack, static_cast<std::size_t>(wanted) * per_thread);
+  const PackedGrid pg = packed_grid(static_cast<std::size_t>(m), static_cast<std::size_t>(n),
+                                    static_cast<std::size_t>(k), wanted);
+  check_pack(pack, pg.floats());
   if (m == 0 || n == 0) return;
 
   GemmArgs g;
@@ -172,16 +190,12 @@ void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
     scale_c(g);
     return;
   }
-  // Resolving the blocking first also initialises Highway's target choice before any thread
-  // calls through the dispatch table.
-  const GemmBlockingInfo blocking = HWY_DYNAMIC_DISPATCH(TargetBlocking)();
-  const GemmGrid grid = split_grid(g.m, g.n, g.k, static_cast<std::size_t>(blocking.mr),
-                                   static_cast<std::size_t>(blocking.nr), wanted);
+  const GemmGrid& grid = pg.grid;
   const int count = static_cast<int>(grid.count());
   hwy::AlignedFreeUniquePtr<float[]> own;  // without a caller's pack
   float* base = pack.data();
   if (pack.empty()) {
-    own = hwy::AllocateAligned<float>(static_cast<std::size_t>(count) * per_thread);
+    own = hwy::AllocateAligned<float>(pg.floats());
     if (!own) throw std::bad_alloc();
     base = own.get();
   }
@@ -192,7 +206,7 @@ void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
 #pragma omp parallel for num_threads(count) schedule(static, 1)
   for (int t = 0; t < count; ++t) {
     HWY_DYNAMIC_DISPATCH(GemmRectangle)
-    (g, grid.rect(static_cast<std::size_t>(t)), base + static_cast<std::size_t>(t) * per_thread);
+    (g, grid.rect(static_cast<std::size_t>(t)), base + static_cast<std::size_t>(t) * pg.per_rect);
   }
 }
 

@@ -34,9 +34,10 @@ void sgemm(Transpose trans_a, Transpose trans_b, std::int64_t m, std::int64_t n,
            float beta, float* c, std::int64_t ldc, int threads = 1, std::span<float> pack = {});
 
 // Floats of packing scratch sgemm(m, n, k, threads) takes on the dispatched target (each target
-// blocks its own way): per thread, a block of A and one of B cut to the product's extents, each a
-// whole number of 64-byte lines. 0 for an empty product. Throws as sgemm for negative sizes or
-// threads.
+// blocks its own way): per rectangle of C the call's threads split it into (as many as the
+// threads, fewer for a small product), a block of A and one of B cut to the largest
+// rectangle's extents, each a whole number of 64-byte lines. 0 for an empty product. Throws as
+// sgemm for negative sizes or threads.
 std::size_t sgemm_pack_floats(std::int64_t m, std::int64_t n, std::int64_t k, int threads = 1);
 
 // The register and cache blocking the runtime dispatches to on this CPU (for tests, benchmarks

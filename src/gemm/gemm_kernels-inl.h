@@ -210,8 +210,8 @@ void MacroKernel(const float* pa, const float* pb, std::size_t mc, std::size_t n
 
 // The packing scratch of one rectangle of an m × n × k product: a block of A (mc rows in whole
 // mr panels, kc deep) and then one of B (kc deep, nc columns in whole nr panels), each cut to
-// the product's extents and rounded up to whole 64-byte lines (packed B is read with aligned
-// loads). Every rectangle of the product is at most m × n, so each fits the same floats.
+// the extents (a rectangle's, or the largest of a grid's) and rounded up to whole 64-byte lines
+// (packed B is read with aligned loads).
 inline std::size_t RoundToLine(std::size_t floats) { return (floats + 15) / 16 * 16; }
 std::size_t PackAFloats(std::size_t m, std::size_t k) {
   return RoundToLine(std::min(kMC, (m + kMR - 1) / kMR * kMR) * std::min(kKC, k));
@@ -223,10 +223,10 @@ std::size_t PackFloats(std::size_t m, std::size_t n, std::size_t k) {
 
 // C[rect] = alpha·op(A)·op(B) + beta·C over one rectangle, single-threaded. k >= 1. The k-blocks
 // are always visited from 0 upwards, so each element's sum order is independent of the rect.
-// pack: PackFloats(g.m, g.n, g.k) floats, 64-byte aligned, this rectangle's alone.
+// pack: at least PackFloats(r.rows, r.cols, g.k) floats, 64-byte aligned, this rectangle's alone.
 void GemmRectangle(const GemmArgs& g, const GemmRect& r, float* pack) {
   float* pa = pack;
-  float* pb = pack + PackAFloats(g.m, g.k);
+  float* pb = pack + PackAFloats(r.rows, g.k);
   for (std::size_t jc = 0; jc < r.cols; jc += kNC) {
     const std::size_t nc = std::min(kNC, r.cols - jc);
     for (std::size_t pc = 0; pc < g.k; pc += kKC) {

@@ -88,4 +88,22 @@ class FirstException {
   std::exception_ptr first_;
 };
 
+// fn(i, thread) for i in [0, n) over `threads` threads, on RunOnTeam (one thread, or one task,
+// runs a plain loop): dynamic sharing for tasks of uneven cost (LSH's pairs, Linformer's
+// projections), static for even ones (a pair's rows). An exception may not leave a region, so
+// the first is rethrown after it.
+template <bool kDynamic = false, class Fn>
+void ForEachTask(std::int64_t n, int threads, const Fn& fn) {
+  FirstException failure;
+  RunOnTeam(n > 1 ? threads : 1, [&](const auto& team) {
+    const auto caught = [&](std::int64_t i) { failure.run([&] { fn(i, team.thread()); }); };
+    if constexpr (kDynamic) {
+      team.for_dynamic(n, caught);
+    } else {
+      team.for_static(n, caught);
+    }
+  });
+  failure.rethrow();
+}
+
 }  // namespace seqattn::detail

@@ -276,16 +276,11 @@ class LinformerVariant final : public AttentionVariant {
       project(proj.f, p.v, b, h, len, nullptr, gather, pack, s.vp + t * k * p.dim_v());
     };
     // One thread (or a run inside a caller's parallel region) runs plain loops: libgomp
-    // allocates a team for every region it enters. The projections allocate nothing and their
-    // packs are sized for them (sgemm throws on neither), but an exception would terminate
-    // inside a region, so the first is rethrown after it.
-    FirstException failure;
-    RunOnTeam(s.team, [&](const auto& team) {
-      float* gather = s.gathers + team.thread() * s.gather_floats;
-      const std::span<float> pack(s.packs + team.thread() * s.pack_floats, s.pack_floats);
-      team.for_dynamic(tasks, [&](std::int64_t t) { failure.run([&] { task(gather, pack, t); }); });
+    // allocates a team for every region it enters.
+    ForEachTask<true>(tasks, s.team, [&](std::int64_t t, int thread) {
+      task(s.gathers + thread * s.gather_floats,
+           std::span<float>(s.packs + thread * s.pack_floats, s.pack_floats), t);
     });
-    failure.rethrow();
     Problem projected = projected_problem(p, k, s.kp, s.vp, queries);
     if (given) projected.workspace = scratch.bytes().subspan(count.used());
     softmax_forward(projected, keys);

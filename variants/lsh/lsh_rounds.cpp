@@ -50,24 +50,6 @@ void copy_row(const ConstTensor& t, std::int64_t b, std::int64_t h, std::int64_t
   }
 }
 
-// fn(i, thread) for i in [0, n) over `threads` threads, on RunOnTeam: one thread runs a plain
-// loop (no OpenMP region, which allocates a team even for one). Static for a pair's rows (one
-// pair's work when it has the team to itself), dynamic for the pairs themselves. An exception
-// may not leave a region, so the first is rethrown after it.
-template <bool kDynamic = false, class F>
-void for_rows(std::int64_t n, int threads, const F& fn) {
-  FirstException failure;
-  RunOnTeam(n > 1 ? threads : 1, [&](const auto& team) {
-    const auto caught = [&](std::int64_t i) { failure.run([&] { fn(i, team.thread()); }); };
-    if constexpr (kDynamic) {
-      team.for_dynamic(n, caught);
-    } else {
-      team.for_static(n, caught);
-    }
-  });
-  failure.rethrow();
-}
-
 // Sum of squares of row (b, h, s) of t, in double.
 double squared_norm(const ConstTensor& t, std::int64_t b, std::int64_t h, std::int64_t s) {
   const float* x = t.ptr(b, h, s);
@@ -130,7 +112,7 @@ class PairRounds {
 void PairRounds::hash(const ConstTensor& t, std::int64_t h, std::int32_t* buckets) {
   const std::int64_t stride = p_.seq_q();
   const std::int64_t dim = p_.dim(), m = c_.buckets / 2, ld = c_.rotations.row_stride;
-  for_rows((len_ + kLshHashRows - 1) / kLshHashRows, threads_, [&](std::int64_t block, int me) {
+  ForEachTask((len_ + kLshHashRows - 1) / kLshHashRows, threads_, [&](std::int64_t block, int me) {
     const std::int64_t i0 = block * kLshHashRows, n = std::min(kLshHashRows, len_ - i0);
     float* x = w_.hash_block.data() + me * kLshHashRows * dim;
     float* y = w_.hash_scores.data() + me * kLshHashRows * m;
@@ -206,7 +188,7 @@ void PairRounds::run(std::int64_t b, std::int64_t hk) {
   std::fill(w_.acc_lse.begin(), w_.acc_lse.end(), kNegInf);
   std::fill(w_.self_rounds.begin(), w_.self_rounds.end(), 0);
   if (c_.shared) {
-    for_rows(len_, threads_, [&](std::int64_t i, int) {
+    ForEachTask(len_, threads_, [&](std::int64_t i, int) {
       const double mean = squared_norm(p_.q, b_, hk_, i) / static_cast<double>(dim);
       w_.inv_rms[static_cast<size_t>(i)] = static_cast<float>(1.0 / std::sqrt(mean + 1e-6));
     });
@@ -241,7 +223,7 @@ void PairRounds::segment(std::int64_t t0, std::int64_t t1) {
   const std::int64_t prev = (t0 - 1 + chunks_) % chunks_;
   const std::int64_t prev_len = chunks_ > 1 ? std::min(c, len_ - prev * c) : 0;
   const std::int64_t keys = prefix + rows;
-  for_rows(keys, threads_, [&](std::int64_t j, int) {
+  ForEachTask(keys, threads_, [&](std::int64_t j, int) {
     if (j >= prefix) return gather_key(s0 + j - prefix, j);
     if (j >= prefix - prev_len) return gather_key(prev * c + j - (prefix - prev_len), j);
     std::fill_n(w_.k.data() + j * dim, dim, 0.0f);  // never visible, but read: zeros
@@ -254,7 +236,7 @@ void PairRounds::segment(std::int64_t t0, std::int64_t t1) {
     if (w_.nonfinite_flag[static_cast<size_t>(j)] != 0)
       w_.nonfinite[static_cast<size_t>(w_.nonfinite_count++)] = j;
   }
-  for_rows(group_ * rows, threads_, [&](std::int64_t gr, int) {
+  ForEachTask(group_ * rows, threads_, [&](std::int64_t gr, int) {
     const std::int64_t g = gr / rows, r = gr % rows;
     const std::int32_t pos = w_.query_order[static_cast<size_t>(g * s + s0 + r)];
     copy_row(p_.q, b_, query_head(g), pos, w_.q.data() + gr * dim);
@@ -270,8 +252,8 @@ void PairRounds::segment(std::int64_t t0, std::int64_t t1) {
   call.mask.slots = &rule;
   flash_forward(call, *windows);
   if (w_.nonfinite_count > 0) add_nonfinite_values(rows, *windows, rule);
-  for_rows(group_ * rows, threads_,
-           [&](std::int64_t gr, int) { merge(gr / rows, gr % rows, s0, rows); });
+  ForEachTask(group_ * rows, threads_,
+              [&](std::int64_t gr, int) { merge(gr / rows, gr % rows, s0, rows); });
 }
 
 // Row r (of `rows`) of query head g into the accumulator, at its position. A row that saw no
@@ -310,7 +292,7 @@ void PairRounds::merge(std::int64_t g, std::int64_t r, std::int64_t s0, std::int
 // rounds' (v_i, s_ii + log count); else zeros and -inf (also every row past the key length).
 void PairRounds::finish() {
   const std::int64_t dv = p_.dim_v(), s = p_.seq_q();
-  for_rows(group_ * s, threads_, [&](std::int64_t gi, int) {
+  ForEachTask(group_ * s, threads_, [&](std::int64_t gi, int) {
     const std::int64_t g = gi / s, i = gi % s, h = query_head(g);
     const size_t at = static_cast<size_t>(gi);
     float* out = p_.out.ptr(b_, h, i);
@@ -415,7 +397,7 @@ void lsh_forward(const Problem& p, const LshConfig& config, const WindowStore& w
   ScratchArena arena(scratch.data(), scratch.size());
   LshScratch* spaces = carve_scratch(p, config, calls_bytes, arena);
   const Teams t = teams_of(p);
-  for_rows<true>(p.batch() * p.heads_kv(), t.pair_threads, [&](std::int64_t pair, int thread) {
+  ForEachTask<true>(p.batch() * p.heads_kv(), t.pair_threads, [&](std::int64_t pair, int thread) {
     PairRounds(p, config, windows, spaces[thread], t.kernel_threads)
         .run(pair / p.heads_kv(), pair % p.heads_kv());
   });
