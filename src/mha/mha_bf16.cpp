@@ -21,25 +21,28 @@ TensorView<T> as_tensor(const SequenceView<T>& s) {
   return {s.data, {s.batch, 1, s.seq, s.features}, {s.seq * s.stride(), 0, s.stride(), 1}};
 }
 
-// A contiguous fp32 copy of the B·S rows of a checked bf16 view.
-std::vector<float> widened(const SequenceView<const bfloat16>& s) {
-  std::vector<float> copy = detail::checked_vector<float>(
-      detail::checked_product({s.batch, s.seq, s.features}, "x (fp32 staging)"),
-      "x (fp32 staging)");
-  detail::widen_to(as_tensor(s), copy.data());
-  return copy;
+// The B·S rows of a checked bf16 view widened into `copy` (contiguous fp32, the layer's).
+SequenceView<const float> widened(const SequenceView<const bfloat16>& s, std::vector<float>& copy) {
+  float* const rows =
+      detail::grown(copy, detail::checked_product({s.batch, s.seq, s.features}, "x (fp32 staging)"),
+                    "x (fp32 staging)");
+  detail::widen_to(as_tensor(s), rows);
+  return {rows, s.batch, s.seq, s.features, 0};
 }
 
-// out (bf16, any row stride) = the contiguous fp32 rows of `result`, rounded to nearest even.
-void narrow_into(const std::vector<float>& result, const SequenceView<bfloat16>& out) {
-  const SequenceView<const float> rows{result.data(), out.batch, out.seq, out.features, 0};
-  detail::narrow_into(as_tensor(rows), as_tensor(out));
-}
-
-std::vector<float> staged_out(const SequenceView<bfloat16>& out) {
-  return detail::checked_vector<float>(
-      detail::checked_product({out.batch, out.seq, out.features}, "out (fp32 staging)"),
+// The fp32 rows a bf16 out is staged in (contiguous, the layer's `copy`).
+SequenceView<float> staged(const SequenceView<bfloat16>& out, std::vector<float>& copy) {
+  float* const rows = detail::grown(
+      copy, detail::checked_product({out.batch, out.seq, out.features}, "out (fp32 staging)"),
       "out (fp32 staging)");
+  return {rows, out.batch, out.seq, out.features, 0};
+}
+
+// out (bf16, any row stride) = the staged fp32 rows, rounded to nearest even.
+void narrow_into(const SequenceView<float>& rows, const SequenceView<bfloat16>& out) {
+  detail::narrow_into(
+      as_tensor(SequenceView<const float>{rows.data, rows.batch, rows.seq, rows.features, 0}),
+      as_tensor(out));
 }
 
 }  // namespace
@@ -50,12 +53,10 @@ MhaRecord MultiHeadAttention::forward(const SequenceView<const bfloat16>& x,
   const std::int64_t d_model = impl_->config.d_model;
   detail::check_sequence("x", x, d_model);
   detail::check_sequence("out", out, d_model);
-  const std::vector<float> x32 = widened(x);
-  std::vector<float> out32 = staged_out(out);
-  const SequenceView<const float> rows{x32.data(), x.batch, x.seq, d_model, 0};
-  const MhaRecord record = forward_rows(
-      rows, rows, true, SequenceView<float>{out32.data(), out.batch, out.seq, d_model, 0}, mask,
-      weights, true);
+  Impl& m = *impl_;
+  const SequenceView<const float> rows = widened(x, m.widened_q);
+  const SequenceView<float> out32 = staged(out, m.staged_out);
+  const MhaRecord record = forward_rows(rows, rows, true, out32, mask, weights, true);
   narrow_into(out32, out);
   return record;
 }
@@ -68,12 +69,11 @@ MhaRecord MultiHeadAttention::forward(const SequenceView<const bfloat16>& x_q,
   detail::check_sequence("x_q", x_q, d_model);
   detail::check_sequence("x_kv", x_kv, d_model);
   detail::check_sequence("out", out, d_model);
-  const std::vector<float> q32 = widened(x_q), kv32 = widened(x_kv);
-  std::vector<float> out32 = staged_out(out);
-  const MhaRecord record = forward_rows(
-      SequenceView<const float>{q32.data(), x_q.batch, x_q.seq, d_model, 0},
-      SequenceView<const float>{kv32.data(), x_kv.batch, x_kv.seq, d_model, 0}, false,
-      SequenceView<float>{out32.data(), out.batch, out.seq, d_model, 0}, mask, weights, true);
+  Impl& m = *impl_;
+  const SequenceView<const float> q32 = widened(x_q, m.widened_q);
+  const SequenceView<const float> kv32 = widened(x_kv, m.widened_kv);
+  const SequenceView<float> out32 = staged(out, m.staged_out);
+  const MhaRecord record = forward_rows(q32, kv32, false, out32, mask, weights, true);
   narrow_into(out32, out);
   return record;
 }

@@ -68,16 +68,22 @@ ConstTensor head_view(const float* data, std::int64_t batch, std::int64_t seq, s
 
 }  // namespace
 
-const AttentionPlan& MultiHeadAttention::Impl::plan_for(const AttentionShape& shape,
-                                                        const AttentionOptions& options) {
-  const AttentionOptions planned = detail::plan_options(options);
-  if (!plan || plan->shape() != shape || plan_causal != planned.mask.causal ||
-      plan_precision != planned.fp32_precision) {
-    plan.reset();  // a make_plan that throws leaves no plan behind
-    plan = make_plan(shape, planned);
-    plan_causal = planned.mask.causal;
-    plan_precision = planned.fp32_precision;
+const AttentionPlan& MultiHeadAttention::Impl::plan_for(const AttentionShape& shape, bool causal,
+                                                        Fp32Precision precision) {
+  if (plan && plan->shape() == shape && plan_causal == causal && plan_precision == precision) {
+    return *plan;
   }
+  AttentionOptions options;  // what defines the computation; the mask's rest is run arguments
+  options.variant = config.variant;
+  options.mask.causal = causal;
+  options.threads = threads();
+  options.rope = config.rope;
+  options.alibi = config.alibi;
+  options.fp32_precision = precision;
+  plan.reset();  // a make_plan that throws leaves no plan behind
+  plan = make_plan(shape, options);
+  plan_causal = causal;
+  plan_precision = precision;
   return *plan;
 }
 
@@ -99,18 +105,17 @@ void MultiHeadAttention::Impl::check_ready() const {
 
 namespace {
 
-// x plus the sinusoidal encoding as a contiguous copy kept in `store` (the caller's x is
-// read, never written: out may alias it).
+// x plus the sinusoidal encoding as a contiguous copy in `store` (the caller's x is read,
+// never written: out may alias it).
 SequenceView<const float> with_positions(const SequenceView<const float>& x,
                                          std::vector<float>& store) {
   const std::int64_t rows = x.batch * x.seq, f = x.features;
-  store = detail::checked_vector<float>(detail::checked_product({rows, f}, "x"), "x");
+  float* const copy = detail::grown(store, detail::checked_product({rows, f}, "x"), "x");
   for (std::int64_t r = 0; r < rows; ++r) {
-    std::copy(x.data + r * x.stride(), x.data + r * x.stride() + f, store.data() + r * f);
+    std::copy(x.data + r * x.stride(), x.data + r * x.stride() + f, copy + r * f);
   }
-  add_sinusoidal_positions(
-      Tensor{store.data(), {x.batch, 1, x.seq, f}, {x.seq * f, x.seq * f, f, 1}});
-  return {store.data(), x.batch, x.seq, f, 0};
+  add_sinusoidal_positions(Tensor{copy, {x.batch, 1, x.seq, f}, {x.seq * f, x.seq * f, f, 1}});
+  return {copy, x.batch, x.seq, f, 0};
 }
 
 }  // namespace
@@ -142,9 +147,8 @@ MhaRecord MultiHeadAttention::forward_rows(const SequenceView<const float>& x_q,
   if (!impl_->config.sinusoidal_positions) {
     return run_forward(x_q, x_kv, self, out, mask, weights, bf16_activations);
   }
-  std::vector<float> q_store, kv_store;
-  const SequenceView<const float> xq = with_positions(x_q, q_store);
-  const SequenceView<const float> xkv = self ? xq : with_positions(x_kv, kv_store);
+  const SequenceView<const float> xq = with_positions(x_q, impl_->positions_q);
+  const SequenceView<const float> xkv = self ? xq : with_positions(x_kv, impl_->positions_kv);
   return run_forward(xq, xkv, self, out, mask, weights, bf16_activations);
 }
 
@@ -266,18 +270,16 @@ MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
   float* const heads_out = m.config.output_projection ? b.concat : out.data;
   const std::int64_t heads_ld = m.config.output_projection ? d_model : out.stride();
   const Tensor ov{heads_out, {batch, heads, xq.seq, dk}, {xq.seq * heads_ld, dk, heads_ld, 1}};
-  AttentionOptions options;
-  options.variant = m.config.variant;
-  options.mask = mask;
-  options.weights = weights;
-  options.threads = m.threads();
-  options.rope = m.config.rope;
-  options.alibi = m.config.alibi;
   // On tiles the layer is bf16 throughout: q, k and v are rounded as a bf16 module's would be.
-  options.fp32_precision =
+  const Fp32Precision precision =
       path != detail::ComputePath::kFp32 ? Fp32Precision::kBf16 : m.config.fp32_precision;
-  const AttentionPlan& plan = m.plan_for(detail::shape_of(qv, kvw, vv, ov), options);
-  RunArgs args = detail::run_args(options);
+  const AttentionPlan& plan = m.plan_for(detail::shape_of(qv, kvw, vv, ov), mask.causal, precision);
+  // The mask's key lengths, keep mask and bias, and the weights, as views: nothing is copied.
+  RunArgs args;
+  args.key_lengths = mask.key_lengths;
+  args.keep = mask.keep;
+  args.bias = mask.bias;
+  args.weights = weights;
   // The plan's workspace where its q/k/v runs take one (every variant on any path, with
   // the copies fp32_precision rounds, and the weights pass's scratch when weights are asked
   // for): held by the layer like the projections' buffers.

@@ -44,12 +44,12 @@ struct MultiHeadAttention::Impl {
   detail::TilePackedA tile_a;
 
   // The attention plan of the last forward, reused while the shape, the causal flag and the
-  // precision stay (the rest of its options is the config): a forward re-plans only when they
-  // change, and its masks and weights are run arguments.
+  // precision stay (the rest of its options is the config, copied only to plan): a forward
+  // re-plans only when they change, and its masks and weights are run arguments.
   std::optional<AttentionPlan> plan;
   bool plan_causal = false;
   Fp32Precision plan_precision = Fp32Precision::kIeee;
-  const AttentionPlan& plan_for(const AttentionShape& shape, const AttentionOptions& options);
+  const AttentionPlan& plan_for(const AttentionShape& shape, bool causal, Fp32Precision precision);
 
   // Projected activations, reused between calls (uninitialised: every element is written by a
   // beta = 0 GEMM before it is read).
@@ -67,6 +67,12 @@ struct MultiHeadAttention::Impl {
     const std::size_t floats = detail::sgemm_pack_floats(m, n, k, threads());
     return {reinterpret_cast<float*>(gemm_pack.get(4 * floats).data()), floats};
   }
+
+  // Copies of a forward's inputs and output, kept between calls and grown to the largest met,
+  // so that a steady forward with sinusoidal positions or on bf16 activations allocates
+  // nothing either: x_q and x_kv plus the positions, bf16 x_q and x_kv widened to fp32, and
+  // the fp32 output rounded into a bf16 out (detail::grown).
+  std::vector<float> positions_q, positions_kv, widened_q, widened_kv, staged_out;
 
   float* scratch(std::size_t floats) {
     if (workspace_floats < floats) {
@@ -129,6 +135,14 @@ struct MultiHeadAttention::Impl {
 };
 
 namespace detail {
+
+// `copy` with at least `floats` elements, never shrunk (an Error naming `argument` when it
+// cannot be allocated; the name is built only then).
+inline float* grown(std::vector<float>& copy, std::int64_t floats, const char* argument) {
+  if (static_cast<std::int64_t>(copy.size()) < floats)
+    copy = checked_vector<float>(floats, argument);
+  return copy.data();
+}
 
 // A [batch, seq, features] view's fields against d_model: an Error naming `name`.field.
 // Names are built only to throw: forward() runs in steady loops (a name joined on every call

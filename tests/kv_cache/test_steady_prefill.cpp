@@ -366,5 +366,77 @@ TEST(SteadyPrefill, MultiHeadAttentionForwardsAllocateNothing) {
   }
 }
 
+// The forwards whose per-call parts the layer once copied (a mask's key lengths; a sliding
+// window's global tokens, in the variant; sinusoidal positions added to copies of x; bf16
+// activations widened to fp32 and out staged in fp32) allocate nothing after their first
+// either, and give the same bits every time: self- and cross-attention, 2 threads, GQA.
+TEST(SteadyPrefill, MultiHeadAttentionPerCallPartsAllocateNothing) {
+  constexpr std::int64_t kBatch = 2, kSeq = 200, kModel = 64;
+  struct Case {
+    const char* name;
+    VariantSpec variant;
+    bool key_lengths, sinusoidal, bf16;
+  };
+  const Case cases[] = {
+      {"causal mask with key lengths", DenseSpec{}, true, false, false},
+      {"sliding window with global tokens", SlidingWindowSpec{32, 32, {0, 7, 150}}, false, false,
+       false},
+      {"sinusoidal positions", DenseSpec{}, false, true, false},
+      {"bf16 activations, key lengths and positions", DenseSpec{}, true, true, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    MhaConfig config;
+    config.d_model = kModel;
+    config.num_heads = 4;
+    config.num_kv_heads = 2;
+    config.threads = 2;
+    config.variant = c.variant;
+    config.sinusoidal_positions = c.sinusoidal;
+    MultiHeadAttention layer(config);
+    for (const Projection which :
+         {Projection::kQuery, Projection::kKey, Projection::kValue, Projection::kOutput}) {
+      const std::int64_t cols = layer.out_features(which);
+      const OwnedTensor w = make_tensor(1, 1, kModel, cols, testing::Layout::kBHSD, 90 + cols);
+      layer.set_weights(which, w.storage.data(), kModel, cols);
+    }
+    const OwnedTensor x = make_tensor(1, kBatch, kSeq, kModel, testing::Layout::kBHSD, 91);
+    const OwnedTensor memory = make_tensor(1, kBatch, 2 * kSeq, kModel, testing::Layout::kBHSD, 92);
+    const std::vector<bfloat16> x16 = testing::rounded<bfloat16>(x).storage;
+    const std::vector<bfloat16> memory16 = testing::rounded<bfloat16>(memory).storage;
+    std::vector<float> out(kBatch * kSeq * kModel);
+    std::vector<bfloat16> out16(out.size());
+    for (const bool cross : {false, true}) {
+      SCOPED_TRACE(cross ? "cross attention" : "self-attention");
+      Mask mask;
+      mask.causal = !cross && c.key_lengths;
+      if (c.key_lengths)
+        mask.key_lengths =
+            cross ? std::vector<std::int64_t>{300, 400} : std::vector<std::int64_t>{150, 200};
+      auto forward = [&] {
+        if (c.bf16) {
+          const SequenceView<const bfloat16> xs{x16.data(), kBatch, kSeq, kModel};
+          const SequenceView<const bfloat16> ms{memory16.data(), kBatch, 2 * kSeq, kModel};
+          const SequenceView<bfloat16> os{out16.data(), kBatch, kSeq, kModel};
+          cross ? layer.forward(xs, ms, os, mask) : layer.forward(xs, os, mask);
+        } else {
+          const SequenceView<const float> xs{x.storage.data(), kBatch, kSeq, kModel};
+          const SequenceView<const float> ms{memory.storage.data(), kBatch, 2 * kSeq, kModel};
+          const SequenceView<float> os{out.data(), kBatch, kSeq, kModel};
+          cross ? layer.forward(xs, ms, os, mask) : layer.forward(xs, os, mask);
+        }
+      };
+      forward();  // the first sizes the layer's copies and scratch, and plans
+      const std::vector<float> first = out;
+      const std::vector<bfloat16> first16 = out16;
+      long after_first = 0;
+      for (int step = 0; step < 3; ++step) after_first += allocations_of(forward);
+      EXPECT_EQ(after_first, 0) << "heap allocations in forwards after the first";
+      EXPECT_EQ(std::memcmp(first.data(), out.data(), first.size() * sizeof(float)), 0);
+      EXPECT_EQ(std::memcmp(first16.data(), out16.data(), first16.size() * sizeof(bfloat16)), 0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace seqattn
