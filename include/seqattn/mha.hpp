@@ -71,6 +71,9 @@ struct MhaRecord {
 };
 
 // Not thread-safe: forward() reuses a workspace owned by the object. Use one object per thread.
+// The object keeps what its forwards need (projected activations, the attention's and the
+// GEMMs' scratch, copies of inputs with sinusoidal positions or widened from bf16) at the
+// largest size met, so that a steady loop of forwards allocates nothing after its first.
 class MultiHeadAttention {
  public:
   // Throws Error naming the field for d_model < 1, num_heads < 1, d_model not divisible by

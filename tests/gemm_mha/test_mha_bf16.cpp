@@ -126,8 +126,8 @@ std::vector<double> bf16_module_reference(const LayerShape& s, const LayerWeight
   return project(bf16_rounded(concat), rows_q, s.d_model, w.wo, s.d_model, w.bo);
 }
 
-// Forces the AMX emulation, or says why this build cannot run it (the xsimd flavour has no
-// tile products).
+// Forces the AMX emulation, or says why this build cannot run it (the xsimd backend has no
+// tile products: the xsimd twin, or a -DSEQATTN_SIMD_BACKEND=xsimd build).
 bool tile_path_runs(std::string& why) {
   try {
     bf16_compute_path();

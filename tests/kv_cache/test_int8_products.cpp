@@ -148,7 +148,7 @@ std::map<std::string, std::vector<float>> decode_on_every_target(
     std::vector<float> out(static_cast<std::size_t>(heads * dim));
     const RunRecord record = attend(bhsd<const float>(q.data(), 1, heads, 1, dim), cache,
                                     bhsd(out.data(), 1, heads, 1, dim));
-    // "highway:AVX3", or "xsimd:<arch>+highway:AVX3" in the xsimd flavour (same kernel).
+    // "highway:AVX3", or "xsimd:<arch>+highway:AVX3" with the xsimd backend (same kernel).
     const std::string target(simd_target());
     const std::string name = target.substr(target.find("highway:") + 8);
     // vpdpbusd/vpdpwssd on a target from AVX3_DL up (Highway 1.0.3: AVX3_DL) of a VNNI CPU.

@@ -30,7 +30,7 @@ namespace {
 // kernel at sanitizer speed), six of them most of the flavour's budget; the segmented path's
 // memory accesses are the same C++ on every target and are checked under ASan on the
 // dispatched one by tests/test_sliding_window_long.cpp. So the per-target numerics run in the
-// release flavour (the xsimd flavour skips Highway targets: its flash kernel is xsimd's).
+// release flavour (its xsimd twin skips them: that flash kernel is xsimd's).
 using seqattn::testing::kAddressSanitizer;
 
 constexpr std::int64_t kSk = 1100, kDim = 256;

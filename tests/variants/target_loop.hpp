@@ -5,10 +5,10 @@
 
 #include <gtest/gtest.h>
 // The loop visits the targets this file's HWY_TARGETS lists: without the library's
-// HWY_WANT_AVX3_DL (CMakeLists.txt) it would skip AVX3_DL, the target an AVX-512 CPU runs.
+// HWY_WANT_AVX3_DL (seqattn_add_test) it would skip AVX3_DL, the target an AVX-512 CPU runs.
 #ifndef HWY_WANT_AVX3_DL
 #error \
-    "tests/variants/target_loop.hpp: compile the test with HWY_WANT_AVX3_DL=1 (CMake: target_compile_definitions(<test> PRIVATE HWY_WANT_AVX3_DL=1)) so that it visits every target the library compiles"
+    "tests/variants/target_loop.hpp: compile the test with HWY_WANT_AVX3_DL=1 (seqattn_add_test in tests/CMakeLists.txt defines it) so that it visits every target the library compiles"
 #endif
 #include <hwy/highway.h>
 #include <hwy/targets.h>
