@@ -320,6 +320,20 @@ TEST(SteadyPrefill, OnePlanCountsTheTargetItRunsOn) {
   }
 }
 
+// Random weights for the four projections of `layer` (seeded by `seed` + the columns), and
+// with `bias` each projection's bias from its weights' first row.
+void set_every_weight(MultiHeadAttention& layer, std::int64_t model, std::uint32_t seed,
+                      bool bias) {
+  for (const Projection which :
+       {Projection::kQuery, Projection::kKey, Projection::kValue, Projection::kOutput}) {
+    const std::int64_t cols = layer.out_features(which);
+    const OwnedTensor w = make_tensor(1, 1, model, cols, testing::Layout::kBHSD,
+                                      seed + static_cast<std::uint32_t>(cols));
+    layer.set_weights(which, w.storage.data(), model, cols);
+    if (bias) layer.set_bias(which, w.storage.data(), cols);
+  }
+}
+
 // A steady MultiHeadAttention forward (self and cross attention, fp32 projections on 1 and 2
 // threads, with and without biases, GQA, an output projection; no mask) allocates nothing after
 // its first and gives the same bits every time: the projections' GEMM packing is the layer's
@@ -338,13 +352,7 @@ TEST(SteadyPrefill, MultiHeadAttentionForwardsAllocateNothing) {
       config.threads = threads;
       config.bias = bias;
       MultiHeadAttention layer(config);
-      for (const Projection which :
-           {Projection::kQuery, Projection::kKey, Projection::kValue, Projection::kOutput}) {
-        const std::int64_t cols = layer.out_features(which);
-        const OwnedTensor w = make_tensor(1, 1, kModel, cols, testing::Layout::kBHSD, 70 + cols);
-        layer.set_weights(which, w.storage.data(), kModel, cols);
-        if (bias) layer.set_bias(which, w.storage.data(), cols);  // its first row
-      }
+      set_every_weight(layer, kModel, 70, bias);
       const OwnedTensor x = make_tensor(1, kBatch, kSeq, kModel, testing::Layout::kBHSD, 81);
       const OwnedTensor memory =
           make_tensor(1, kBatch, 2 * kSeq, kModel, testing::Layout::kBHSD, 82);
@@ -394,12 +402,7 @@ TEST(SteadyPrefill, MultiHeadAttentionPerCallPartsAllocateNothing) {
     config.variant = c.variant;
     config.sinusoidal_positions = c.sinusoidal;
     MultiHeadAttention layer(config);
-    for (const Projection which :
-         {Projection::kQuery, Projection::kKey, Projection::kValue, Projection::kOutput}) {
-      const std::int64_t cols = layer.out_features(which);
-      const OwnedTensor w = make_tensor(1, 1, kModel, cols, testing::Layout::kBHSD, 90 + cols);
-      layer.set_weights(which, w.storage.data(), kModel, cols);
-    }
+    set_every_weight(layer, kModel, 90, false);
     const OwnedTensor x = make_tensor(1, kBatch, kSeq, kModel, testing::Layout::kBHSD, 91);
     const OwnedTensor memory = make_tensor(1, kBatch, 2 * kSeq, kModel, testing::Layout::kBHSD, 92);
     const std::vector<bfloat16> x16 = testing::rounded<bfloat16>(x).storage;
