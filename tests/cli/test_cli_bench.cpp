@@ -46,6 +46,25 @@ TEST_F(CliTest, BenchSeqQRunsThroughAKvCache) {
   EXPECT_NE(bad.err.find("--seq-q"), std::string::npos) << bad.err;
 }
 
+// The decode kernel's prefetch level can be forced (the same output: only the speed differs),
+// and anything but l1 or l2 stops the run with an Error naming the variable.
+TEST_F(CliTest, BenchDecodeTakesAPrefetchLevelFromTheEnvironment) {
+  const std::string args =
+      "bench --json --heads 4 --kv-heads 2 --seq 700 --seq-q 1 --dim 16 "
+      "--kv-dtype i8 --repeat 1 --warmup 0";
+  for (const char* level : {"l1", "l2"}) {
+    ::setenv("SEQATTN_DECODE_PREFETCH", level, 1);
+    const Result r = run(args);
+    EXPECT_EQ(r.exit_code, 0) << level << ": " << r.err;
+  }
+  ::setenv("SEQATTN_DECODE_PREFETCH", "l3", 1);
+  const Result bad = run(args);
+  ::unsetenv("SEQATTN_DECODE_PREFETCH");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("SEQATTN_DECODE_PREFETCH"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("l1 or l2"), std::string::npos) << bad.err;
+}
+
 // Shapes from the command line are checked before anything is sized from them: an Error (exit
 // code 2) naming the flag, never std::bad_alloc or overflow (exit code 1, "unexpected failure").
 // The last case passes checked_product (2^60 elements) and fails only when allocated, which

@@ -41,7 +41,7 @@ void CheckQuadTile(std::mt19937& gen, size_t quads) {
   }
   auto out = hwy::AllocateAligned<float>(kRows * kKeys);
   QuadDotTile<QuadOps, kRows, kVecs>(q.data(), q_stride, k.data(), kQuadRow, quads, out.get(),
-                                     kKeys, 0);
+                                     kKeys, simd::Prefetch{});
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t t = 0; t < kKeys; ++t) {
       std::int64_t sum = 0;
@@ -68,7 +68,7 @@ void CheckPairTile(std::mt19937& gen, size_t pairs, size_t cols) {
   }
   auto out = hwy::AllocateAligned<float>(kRows * cols);
   PairDotTile<PairOps, kRows>(w.data(), w_stride, v.data(), pair_stride, pairs, cols, out.get(),
-                              cols, 0);
+                              cols, simd::Prefetch{});
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t c = 0; c < cols; ++c) {
       std::int64_t sum = 0;

@@ -1,11 +1,12 @@
 // The int8 KV cache's integer products: the AVX512-VNNI micro-kernels (Q·Kᵀ on vpdpbusd, P·V
 // on vpdpwssd) against exact scalar integer references (rows 1-6, odd depths and widths,
-// extreme values, strided rows, prefetch on and off), skipped where the CPU has no
+// extreme values, strided rows, prefetch off and into L1 or L2), skipped where the CPU has no
 // AVX512-VNNI; and the decode output over an int8 cache on every compiled Highway target,
 // bitwise between the VNNI path and the portable one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -35,6 +36,12 @@ bool cpu_has_vnni() {
 constexpr const char* kNoVnni =
     "skipped: no AVX512-VNNI (the portable micro-kernels are tested on every target) on ";
 
+// No prefetch, and `offset` bytes ahead into each cache level: a request never changes a result.
+std::array<simd::Prefetch, 3> PrefetchCases(std::ptrdiff_t offset) {
+  return {simd::Prefetch{}, simd::Prefetch{offset, simd::CacheLevel::kL2},
+          simd::Prefetch{offset, simd::CacheLevel::kL1}};
+}
+
 // Σ_d q[r][d]·k(t, d) in int64, keys in quads: element (t, d) at (d/4)·256 + 4t + d%4.
 std::int64_t reference_dot(const std::int8_t* q, const std::int8_t* k, std::size_t quads,
                            std::size_t t) {
@@ -63,7 +70,7 @@ TEST(Int8Products, VnniMicroKernelIsExact) {
       for (std::size_t r = 0; r < rows; ++r) {
         for (std::size_t d = 0; d < quads * 4; ++d) sums[r] += q[r * q_stride + d];
       }
-      for (const std::ptrdiff_t prefetch : {std::ptrdiff_t{0}, std::ptrdiff_t{256}}) {
+      for (const simd::Prefetch prefetch : PrefetchCases(256)) {
         alignas(64) float out[6][64];
         std::memset(out, 0xff, sizeof out);
         detail::QuadDot64Avx512Vnni(q.data(), q_stride, sums.data(), k.data(), kQuadRow, quads,
@@ -105,7 +112,7 @@ TEST(Int8Products, VnniPairKernelIsExact) {
           v[t / 2 * pair_stride + 2 * 3 + t % 2] = -127;
           w[t] = 32767;
         }
-        for (const std::ptrdiff_t prefetch : {std::ptrdiff_t{0}, std::ptrdiff_t{128}}) {
+        for (const simd::Prefetch prefetch : PrefetchCases(128)) {
           auto out = hwy::AllocateAligned<float>(rows * cols);  // the kernel stores aligned
           std::fill(out.get(), out.get() + rows * cols, -1.0f);
           detail::PairDotAvx512Vnni(w.data(), w_stride, v.data(), pair_stride, pairs, rows, cols,

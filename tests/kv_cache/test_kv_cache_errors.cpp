@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kv_cache_support.hpp"
+#include "src/kernel/decode/prefetch_level.hpp"
 
 namespace seqattn {
 namespace {
@@ -225,6 +226,27 @@ TEST(KvCacheErrors, ExtentsNearTwoToThe63AreErrors) {
         KvCache c({std::int64_t{1} << 30, std::int64_t{1} << 30, 64, 64, 64});
       },
       "shape", ErrorKind::kInvalidArgument);
+}
+
+// The decode kernel's prefetch level: the CPU table (only Zen 5 measured faster into L1), the
+// environment's override, and an Error naming the variable for anything else.
+TEST(DecodePrefetch, LevelFollowsTheCpuTableAndTheEnvironment) {
+  using simd::CacheLevel;
+  detail::CpuFeatures zen5, zen4, intel;
+  zen5.vendor = zen4.vendor = detail::CpuVendor::kAmd;
+  zen5.family = 26;
+  zen4.family = 25;
+  intel.vendor = detail::CpuVendor::kIntel;
+  intel.family = 6;
+  EXPECT_EQ(detail::choose_decode_prefetch_level(nullptr, zen5), CacheLevel::kL1);
+  EXPECT_EQ(detail::choose_decode_prefetch_level(nullptr, zen4), CacheLevel::kL2);
+  EXPECT_EQ(detail::choose_decode_prefetch_level(nullptr, intel), CacheLevel::kL2);
+  EXPECT_EQ(detail::choose_decode_prefetch_level("l1", intel), CacheLevel::kL1);
+  EXPECT_EQ(detail::choose_decode_prefetch_level("l2", zen5), CacheLevel::kL2);
+  for (const char* bad : {"", "L1", "l3", "l1 "}) {
+    expect_error([&] { detail::choose_decode_prefetch_level(bad, zen5); },
+                 detail::kDecodePrefetchEnv, ErrorKind::kInvalidArgument);
+  }
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ bool UseVnni() {
 
 // Chunks a thread takes at a time: a run of a tile's consecutive chunks, the live ones (those
 // below the longest sequence's length, ChunksOf) shared out over the team, not one at a time:
-// visit_tile prefetches 1-4 blocks ahead into this core's L2, so a chunk after one that ran on
+// visit_tile prefetches 1-4 blocks ahead into this core's caches, so a chunk after one that ran on
 // the other core starts on cold blocks (2 of a 512-key chunk's 8 of a bf16 cache, 4 of an
 // int8 one). At S_k 32768 (B 1, H 32, H_kv 8, D 128, two Zen 5 threads, alternating rounds)
 // one chunk a grab read 35.5-36.0 GB/s (bf16) and 28.4-29.3 (i8); runs of 33 chunks
@@ -68,6 +68,7 @@ template <class Ops, class Elem>
 void CacheAttention(const CacheProblem& p, float* workspace) {
   const CacheSplit& split = p.split;
   const bool vnni = UseVnni<Elem>();
+  const simd::CacheLevel level = decode_prefetch_level();  // may throw: before any write
   const bool merge = split.chunk_keys != 0;
   const std::int64_t tiles = p.kv.batch * p.kv.heads_kv * split.row_tiles;
   const std::int64_t items = tiles * split.chunks;
@@ -113,7 +114,7 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
   // loop, and a decode step must not allocate.
   const int team = static_cast<int>(std::min<std::int64_t>(p.threads, items));
   if (team <= 1) {
-    CacheWorker<Ops, Elem> worker(p, workspace, vnni);
+    CacheWorker<Ops, Elem> worker(p, workspace, vnni, level);
     for (std::int64_t it = 0; it < items; ++it) item(worker, it);
     if (merge) {
       for (std::int64_t tile = 0; tile < tiles; ++tile) merge_tile(worker, 0, tile);
@@ -124,7 +125,7 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
 #pragma omp parallel num_threads(team)
   {
     const int thread = omp_get_thread_num();
-    CacheWorker<Ops, Elem> worker(p, workspace + thread * layout.total, vnni);
+    CacheWorker<Ops, Elem> worker(p, workspace + thread * layout.total, vnni, level);
 #pragma omp for schedule(dynamic, grab)
     for (std::int64_t it = 0; it < items; ++it) item(worker, it);
     if (merge) {

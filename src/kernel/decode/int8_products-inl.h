@@ -10,12 +10,12 @@
 // No include guard and no namespace: cache_attention.cpp includes this inside its per-target
 // namespace (within seqattn), after src/simd/highway_ops-inl.h and src/simd/prefetch.hpp.
 
-// Prefetches (into L2) the lines that start inside [p, p + bytes), `ahead` bytes further on:
-// a line shared by several narrow tiles or column passes is asked for once, by the pass its
-// start falls in.
-HWY_INLINE void PrefetchLinesStartingIn(const std::int8_t* p, size_t bytes, std::ptrdiff_t ahead) {
+// Prefetches the lines that start inside [p, p + bytes), `ahead.offset` bytes further on: a
+// line shared by several narrow tiles or column passes is asked for once, by the pass its start
+// falls in.
+HWY_INLINE void PrefetchLinesStartingIn(const std::int8_t* p, size_t bytes, simd::Prefetch ahead) {
   const size_t first = (64 - reinterpret_cast<std::uintptr_t>(p) % 64) % 64;
-  for (size_t b = first; b < bytes; b += 64) simd::PrefetchToL2(p + ahead + b);
+  for (size_t b = first; b < bytes; b += 64) ahead.Line(p + b);
 }
 
 // The accumulator block of an integer micro-kernel: zeroed, and stored as floats.
@@ -36,13 +36,13 @@ HWY_INLINE void StoreSums(const typename IOps::V (&acc)[kRows][kVecs], float* HW
 
 // out[r][0, kVecs·L) = Σ_d q[r][d] · k[d][0, kVecs·L) for kRows query rows (int8, q_stride
 // bytes apart, zero padded to whole quads) and a tile of key quads (quad c at k + c·quad_stride
-// bytes, 4 bytes per key), as floats. prefetch (bytes, 0 for none): each quad row's tile that
-// far ahead, into L2. Knows nothing of heads, blocks or scales. The 4 bytes of a key vector are
+// bytes, 4 bytes per key), as floats. prefetch (offset in bytes): each quad row's tile that far
+// ahead. Knows nothing of heads, blocks or scales. The 4 bytes of a key vector are
 // split once and used by every row.
 template <class QOps, size_t kRows, size_t kVecs>
 HWY_INLINE void QuadDotTile(const std::int8_t* HWY_RESTRICT q, size_t q_stride,
                             const std::int8_t* HWY_RESTRICT k, size_t quad_stride, size_t quads,
-                            float* HWY_RESTRICT out, size_t out_stride, std::ptrdiff_t prefetch) {
+                            float* HWY_RESTRICT out, size_t out_stride, simd::Prefetch prefetch) {
   using V = typename QOps::V;
   constexpr size_t kLanes = QOps::kLanes;
   constexpr size_t kTileBytes = kVecs * kLanes * 4;
@@ -50,7 +50,7 @@ HWY_INLINE void QuadDotTile(const std::int8_t* HWY_RESTRICT q, size_t q_stride,
   ZeroSums<QOps>(acc);
   for (size_t c = 0; c < quads; ++c) {
     const std::int8_t* HWY_RESTRICT quad_row = k + c * quad_stride;
-    if (prefetch != 0) PrefetchLinesStartingIn(quad_row, kTileBytes, prefetch);
+    if (prefetch) PrefetchLinesStartingIn(quad_row, kTileBytes, prefetch);
     for (size_t v = 0; v < kVecs; ++v) {
       V bytes[4];
       QOps::Bytes(QOps::Load(quad_row + v * kLanes * 4), bytes);
@@ -68,7 +68,7 @@ template <class POps, size_t kRows, size_t kVecs>
 HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stride,
                                const std::int8_t* HWY_RESTRICT v, size_t pair_stride, size_t pairs,
                                float* HWY_RESTRICT out, size_t out_stride,
-                               std::ptrdiff_t prefetch) {
+                               simd::Prefetch prefetch) {
   using V = typename POps::V;
   constexpr size_t kLanes = POps::kLanes;
   constexpr size_t kChunkBytes = kVecs * kLanes * 2;
@@ -76,7 +76,7 @@ HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stri
   ZeroSums<POps>(acc);
   for (size_t p = 0; p < pairs; ++p) {
     const std::int8_t* HWY_RESTRICT pair = v + p * pair_stride;
-    if (prefetch != 0) PrefetchLinesStartingIn(pair, kChunkBytes, prefetch);
+    if (prefetch) PrefetchLinesStartingIn(pair, kChunkBytes, prefetch);
     for (size_t c = 0; c < kVecs; ++c) {
       V low, high;
       POps::Halves(POps::Load(pair + 2 * c * kLanes), low, high);
@@ -97,7 +97,7 @@ template <class POps, size_t kRows>
 HWY_INLINE void PairDotTile(const std::int16_t* HWY_RESTRICT w, size_t w_stride,
                             const std::int8_t* HWY_RESTRICT v, size_t pair_stride, size_t pairs,
                             size_t cols, float* HWY_RESTRICT out, size_t out_stride,
-                            std::ptrdiff_t prefetch) {
+                            simd::Prefetch prefetch) {
   constexpr size_t kLanes = POps::kLanes;
   constexpr size_t kVecs = kLanes >= 16 ? 4 : 2;  // columns per pass: rows × kVecs accumulators
   size_t col = 0;

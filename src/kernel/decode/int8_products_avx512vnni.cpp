@@ -38,7 +38,7 @@ inline __m512i AddWordPairs(__m512i acc, __m512i a, __m512i b) {
 template <std::size_t kRows>
 void QuadDot64(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q_sums,
                const std::int8_t* k, std::size_t quad_stride, std::size_t quads, float* out,
-               std::size_t out_stride, std::ptrdiff_t prefetch) {
+               std::size_t out_stride, simd::Prefetch prefetch) {
   constexpr std::size_t kVecs = 4;  // 64 keys: 4 × 16 lanes; kRows × 4 accumulators <= 24
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512i acc[kRows][kVecs];
@@ -47,8 +47,8 @@ void QuadDot64(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q
   }
   for (std::size_t c = 0; c < quads; ++c) {
     const std::int8_t* row = k + c * quad_stride;
-    if (prefetch != 0) {  // into L2, as src/simd/prefetch.hpp explains
-      for (std::size_t v = 0; v < kVecs; ++v) _mm_prefetch(row + prefetch + 64 * v, _MM_HINT_T2);
+    if (prefetch) {
+      for (std::size_t v = 0; v < kVecs; ++v) prefetch.Line(row + 64 * v);
     }
     __m512i kv[kVecs];
     for (std::size_t v = 0; v < kVecs; ++v) {
@@ -75,16 +75,15 @@ void QuadDot64(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q
 template <std::size_t kRows, std::size_t kVecs>
 void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
                     std::size_t pair_stride, std::size_t pairs, float* out, std::size_t out_stride,
-                    std::ptrdiff_t prefetch) {
+                    simd::Prefetch prefetch) {
   __m512i acc[kRows][kVecs];
   for (std::size_t r = 0; r < kRows; ++r) {
     for (std::size_t c = 0; c < kVecs; ++c) acc[r][c] = _mm512_setzero_si512();
   }
   for (std::size_t p = 0; p < pairs; ++p) {
     const std::int8_t* pair = v + p * pair_stride;
-    if (prefetch != 0) {  // one request per 64-byte line: 32 columns of pairs
-      for (std::size_t c = 0; c < kVecs; c += 2)
-        _mm_prefetch(pair + prefetch + 32 * c, _MM_HINT_T2);
+    if (prefetch) {  // one request per 64-byte line: 32 columns of pairs
+      for (std::size_t c = 0; c < kVecs; c += 2) prefetch.Line(pair + 32 * c);
     }
     __m512i vv[kVecs];
     for (std::size_t c = 0; c < kVecs; ++c) {
@@ -108,7 +107,7 @@ void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8
 template <std::size_t kRows>
 void PairDot(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
              std::size_t pair_stride, std::size_t pairs, std::size_t cols, float* out,
-             std::size_t out_stride, std::ptrdiff_t prefetch) {
+             std::size_t out_stride, simd::Prefetch prefetch) {
   std::size_t col = 0;
   for (; col + 64 <= cols; col += 64) {
     PairDotColumns<kRows, 4>(w, w_stride, v + 2 * col, pair_stride, pairs, out + col, out_stride,
@@ -121,12 +120,12 @@ void PairDot(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
 }
 
 using PairKernel = void (*)(const std::int16_t*, std::size_t, const std::int8_t*, std::size_t,
-                            std::size_t, std::size_t, float*, std::size_t, std::ptrdiff_t);
+                            std::size_t, std::size_t, float*, std::size_t, simd::Prefetch);
 constexpr PairKernel kPairKernels[] = {nullptr,    PairDot<1>, PairDot<2>, PairDot<3>,
                                        PairDot<4>, PairDot<5>, PairDot<6>};
 
 using Kernel = void (*)(const std::int8_t*, std::size_t, const std::int32_t*, const std::int8_t*,
-                        std::size_t, std::size_t, float*, std::size_t, std::ptrdiff_t);
+                        std::size_t, std::size_t, float*, std::size_t, simd::Prefetch);
 constexpr Kernel kKernels[] = {nullptr,      QuadDot64<1>, QuadDot64<2>, QuadDot64<3>,
                                QuadDot64<4>, QuadDot64<5>, QuadDot64<6>};
 
@@ -135,14 +134,14 @@ constexpr Kernel kKernels[] = {nullptr,      QuadDot64<1>, QuadDot64<2>, QuadDot
 void QuadDot64Avx512Vnni(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q_sums,
                          const std::int8_t* k, std::size_t quad_stride, std::size_t quads,
                          std::size_t rows, float* out, std::size_t out_stride,
-                         std::ptrdiff_t prefetch) {
+                         simd::Prefetch prefetch) {
   kKernels[rows](q, q_stride, q_sums, k, quad_stride, quads, out, out_stride, prefetch);
 }
 
 void PairDotAvx512Vnni(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
                        std::size_t pair_stride, std::size_t pairs, std::size_t rows,
                        std::size_t cols, float* out, std::size_t out_stride,
-                       std::ptrdiff_t prefetch) {
+                       simd::Prefetch prefetch) {
   kPairKernels[rows](w, w_stride, v, pair_stride, pairs, cols, out, out_stride, prefetch);
 }
 

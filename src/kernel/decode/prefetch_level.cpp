@@ -1,0 +1,41 @@
+#include "src/kernel/decode/prefetch_level.hpp"
+
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "seqattn/error.hpp"
+
+namespace seqattn::detail {
+
+// Measured with the prefetch distance of cache_worker-inl.h, each level alternating run by run
+// in one process (so a busy moment of the shared host slows both):
+//  - Zen 5 (AMD EPYC family 26 model 2, highway:AVX3_DL; seqattn bench --heads 32 --kv-heads 8
+//    --dim 128 --seq 32768 --seq-q 1): L1 faster in every pair. One thread, eight pairs: bf16
+//    5-14% (7.48 → 6.47 ms, 7.71 → 7.09), int8 1-5% (6.10 → 5.87, 4.06 → 3.89); two threads:
+//    bf16 4.30 → 3.84 and 4.68 → 4.35 ms; the paged bench (32 × 512..8192, bf16, two
+//    threads) 19.14 → 17.93 and 21.59 → 20.58 ms.
+//  - Zen 4 (family 25): L2. L1 requests each held one of the core's few miss buffers until the
+//    line came: one thread's bf16 step at S_k 32768 took 12.5 ms, 6.5 ms into L2.
+//  - Intel (Sapphire Rapids) not measured yet: L2, what Zen 4 measured.
+simd::CacheLevel choose_decode_prefetch_level(const char* setting, const CpuFeatures& cpu) {
+  if (setting != nullptr) {
+    const std::string_view value = setting;
+    if (value == "l1") return simd::CacheLevel::kL1;
+    if (value == "l2") return simd::CacheLevel::kL2;
+    throw Error(ErrorKind::kInvalidArgument, kDecodePrefetchEnv, "l1 or l2 (or unset)",
+                "'" + std::string(value) + "'",
+                "unset it to take this CPU's measured level, or set l1 or l2");
+  }
+  const bool zen5 = cpu.vendor == CpuVendor::kAmd && cpu.family == 26;
+  return zen5 ? simd::CacheLevel::kL1 : simd::CacheLevel::kL2;
+}
+
+simd::CacheLevel decode_prefetch_level() {
+  // Once: a decode step must not take the environment's lock, and the level is the process's.
+  static const simd::CacheLevel level =
+      choose_decode_prefetch_level(std::getenv(kDecodePrefetchEnv), cpu_features());
+  return level;
+}
+
+}  // namespace seqattn::detail
