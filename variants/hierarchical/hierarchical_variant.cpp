@@ -100,6 +100,12 @@ std::size_t calls_flash_bytes(const Problem& calls, const Hierarchy& h) {
   return most;
 }
 
+// What run_hierarchy takes for p: calls_flash_bytes of its calls, or 0 when level 0 covers
+// every pair (one kernel call over p, whose workspace is p's own).
+std::size_t run_flash_bytes(const Problem& p, const Hierarchy& h) {
+  return h.levels == 0 ? 0 : calls_flash_bytes(calls_problem(p), h);
+}
+
 // A run's scratch, carved in this order for the count and the run: the level-0 lse of every
 // row, then one PairScratch per pair thread (each with its calls' kernel workspace).
 struct HierarchyScratch {
@@ -125,8 +131,8 @@ void run_pairs(const Problem& p, const Hierarchy& h, const HierarchyScratch& s) 
   });
 }
 
-// flash_bytes: calls_flash_bytes of the run's calls (on p's target and compute path; a plan
-// counts it once per pair of them).
+// flash_bytes: run_flash_bytes(p, h) (on p's target and compute path; a plan counts it once per
+// pair of them).
 void run_hierarchy(const Problem& p, const Hierarchy& h, std::size_t flash_bytes) {
   if (h.levels == 0) {  // level 0 covers every pair: exact attention (in p's workspace)
     flash_forward(p, h.level0);
@@ -211,7 +217,7 @@ class HierarchicalVariant final : public AttentionVariant {
 
   void run(const Problem& p, const VariantSpec& spec) const override {
     const Hierarchy h = make_hierarchy(p, std::get<HierarchicalSpec>(spec));
-    run_hierarchy(p, h, h.levels == 0 ? 0 : calls_flash_bytes(calls_problem(p), h));
+    run_hierarchy(p, h, run_flash_bytes(p, h));
   }
 
   std::shared_ptr<const PreparedVariant> prepare(const Problem& p,
@@ -235,9 +241,7 @@ class HierarchicalVariant final : public AttentionVariant {
 
    private:
     std::size_t flash_bytes(const Problem& p) const {
-      if (h_.levels == 0) return 0;  // one kernel call over p: the workspace is its own
-      return flash_counts_.get(p.compute_path,
-                               [&] { return calls_flash_bytes(calls_problem(p), h_); });
+      return flash_counts_.get(p.compute_path, [&] { return run_flash_bytes(p, h_); });
     }
 
     Hierarchy h_;
