@@ -268,15 +268,8 @@ std::vector<std::int64_t> positive_lengths(const std::string& text, const std::s
   return list;
 }
 
-// (S_k, K/V dtype, threads) of the decode sweep, in that nesting order.
-std::vector<std::tuple<std::int64_t, DType, int>> decode_grid(
-    const std::vector<std::int64_t>& seqs) {
-  std::vector<std::tuple<std::int64_t, DType, int>> grid;
-  for (const std::int64_t seq_k : seqs)
-    for (const DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI8})
-      for (const int threads : {1, 2}) grid.emplace_back(seq_k, t, threads);
-  return grid;
-}
+// The cache dtypes of the decode sweep, timed in turns at each (S_k, threads).
+constexpr DType kDecodeDtypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kI8};
 
 // Batched decode over a PagedKvCache: c.paged_batch (32) sequences spread over 512..the longest
 // decode length (at most 8192), bf16 and i8 blocks, two threads, each against a read probe of
@@ -317,40 +310,71 @@ void run_paged_decode(const ReportConfig& c, DecodeReport& d) {
   }
 }
 
+// One row of the decode table, and its progress line.
+void add_decode_point(DecodeReport& d, const Shape& s, int threads, const Timing& t) {
+  DecodePoint p;
+  p.seq_k = s.seq;
+  p.threads = threads;
+  p.kv_dtype = s.kv_dtype;
+  p.median_seconds = t.median_seconds;
+  p.min_seconds = *std::min_element(t.seconds.begin(), t.seconds.end());
+  p.runs = static_cast<int>(t.seconds.size());
+  p.kv_bytes = kv_cache_bytes(s);
+  p.simd_target = t.record.simd_target;
+  d.points.push_back(p);
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "report decode S_k=%-7lld %-4s %d thr  %.3f ms/token  %.1f GB/s K+V",
+                static_cast<long long>(p.seq_k), std::string(to_string(p.kv_dtype)).c_str(),
+                threads, p.median_seconds * 1e3, p.kv_gbps());
+  std::cerr << line << "\n";
+}
+
 // Decode: one new query (S_q = 1) per call against a KvCache of S_k tokens stored in f32, bf16,
-// f16 and int8, at 1 and 2 threads, then the read bandwidth of a cache-resident and a DRAM-sized
-// array as the limit to compare.
+// f16 and int8, at 1 and 2 threads (the four dtypes of one S_k and thread count timed in turns),
+// then the read bandwidth of a cache-resident and a DRAM-sized array as the limit to compare.
 DecodeReport run_decode(const ReportConfig& c) {
   const auto start = std::chrono::steady_clock::now();
   DecodeReport d;
   d.shape = Shape{1, 32, 8, 0, 128, 128};
   AttentionOptions options;
   options.mask.causal = true;
-  for (const auto& [seq_k, kv_dtype, threads] : decode_grid(c.decode_seqs)) {
-    Shape s = d.shape;
-    s.seq = seq_k;
-    s.kv_dtype = kv_dtype;
-    const double kv_bytes = kv_cache_bytes(s);
+  for (const std::int64_t seq_k : c.decode_seqs) {
+    std::vector<Shape> shapes;
+    for (const DType kv_dtype : kDecodeDtypes) {
+      Shape s = d.shape;
+      s.seq = seq_k;
+      s.kv_dtype = kv_dtype;
+      shapes.push_back(s);
+    }
     // Cheap steps get many runs (the cache fill dominates their cost); large caches a few.
-    const int repeat = kv_bytes <= 64.0 * 1048576 ? 51 : kv_bytes <= 512.0 * 1048576 ? 11 : 5;
-    options.threads = threads;
-    const Timing t = time_decode(s, 1, options, 2, repeat);
-    DecodePoint p;
-    p.seq_k = seq_k;
-    p.threads = threads;
-    p.kv_dtype = kv_dtype;
-    p.median_seconds = t.median_seconds;
-    p.min_seconds = *std::min_element(t.seconds.begin(), t.seconds.end());
-    p.runs = static_cast<int>(t.seconds.size());
-    p.kv_bytes = kv_bytes;
-    p.simd_target = t.record.simd_target;
-    d.points.push_back(p);
-    char line[200];
-    std::snprintf(line, sizeof line,
-                  "report decode S_k=%-7lld %-4s %d thr  %.3f ms/token  %.1f GB/s K+V",
-                  static_cast<long long>(seq_k), std::string(to_string(kv_dtype)).c_str(), threads,
-                  p.median_seconds * 1e3, p.kv_gbps());
-    std::cerr << line << "\n";
+    const double largest = kv_cache_bytes(shapes.front());  // f32
+    const int repeat = largest <= 64.0 * 1048576 ? 51 : largest <= 512.0 * 1048576 ? 11 : 5;
+    // The caches the table compares with DRAM (larger than d.dram_above_bytes: streamed from
+    // it whatever runs between their steps) are timed in turns, so that their ratios (int8
+    // against bf16) are not the host's swings from one minute to the next; the others alone,
+    // each step after one over the same cache, as the cache-resident rows they are. The rows
+    // in the order (dtype, threads).
+    std::vector<Timing> timings[2];
+    std::vector<Shape> streamed;
+    for (const Shape& s : shapes) {
+      if (kv_cache_bytes(s) > d.dram_above_bytes) streamed.push_back(s);
+    }
+    for (const int threads : {1, 2}) {
+      options.threads = threads;
+      std::vector<Timing> in_turns = time_decodes_in_turns(streamed, 1, options, 2, repeat);
+      std::size_t next = 0;
+      for (const Shape& s : shapes) {
+        timings[threads - 1].push_back(kv_cache_bytes(s) > d.dram_above_bytes
+                                           ? std::move(in_turns[next++])
+                                           : time_decode(s, 1, options, 2, repeat));
+      }
+    }
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      for (const int threads : {1, 2}) {
+        add_decode_point(d, shapes[i], threads, timings[threads - 1][i]);
+      }
+    }
   }
   run_paged_decode(c, d);
   for (const auto& [kind, mib, repeat] :

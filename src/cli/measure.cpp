@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <random>
+#include <span>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -123,37 +125,73 @@ double kv_cache_bytes(const Shape& s) {
           scales);
 }
 
+namespace {
+
+// One decode problem ready to run: a KvCache of s.seq random tokens (f32, rounded to the cache's
+// dtype as they are appended), seq_q queries, out, a plan and its workspace.
+class DecodeRunner {
+ public:
+  DecodeRunner(const Shape& s, std::int64_t seq_q, const AttentionOptions& options)
+      : cache_({s.batch, s.kv_heads, s.seq, s.dim, s.dim_v, s.kv_dtype, options.rope}),
+        queries_(query_shape(s, seq_q), 7),
+        out_(detail::checked_vector<float>(
+            detail::checked_product({s.batch, s.heads, seq_q, s.dim_v}, "--seq-q"), "--seq-q")),
+        out16_(s.dtype == DType::kF32 ? 0 : out_.size()),
+        out_view_(
+            typed_view(s.dtype, out_.data(), out16_.data(), s.batch, s.heads, seq_q, s.dim_v)),
+        plan_(make_plan(cache_shape(cache_.shape(), s.heads, seq_q), options)) {
+    const Workload keys(Shape{s.batch, s.kv_heads, s.kv_heads, s.seq, s.dim, s.dim_v});
+    cache_.append(keys.k_view(), keys.v_view());
+    workspace_ = buffer_.get(plan_.workspace_bytes());
+  }
+
+  RunRecord run() {
+    return plan_.run(queries_.q_view(), cache_, out_view_, {.workspace = workspace_});
+  }
+
+ private:
+  static Shape query_shape(Shape s, std::int64_t seq_q) {
+    s.seq = seq_q;
+    s.kv_heads = s.heads;
+    s.dim_v = s.dim;  // q_view only; k/v are unused
+    s.kv_dtype = DType::kF32;
+    return s;
+  }
+
+  KvCache cache_;
+  Workload queries_;
+  std::vector<float> out_;
+  std::vector<std::uint16_t> out16_;
+  AnyTensor out_view_;
+  AttentionPlan plan_;
+  WorkspaceBuffer buffer_;
+  std::span<std::byte> workspace_;
+};
+
+}  // namespace
+
+std::vector<Timing> time_decodes_in_turns(const std::vector<Shape>& shapes, std::int64_t seq_q,
+                                          const AttentionOptions& options, int warmup, int repeat) {
+  std::vector<std::unique_ptr<DecodeRunner>> runners;
+  for (const Shape& s : shapes)
+    runners.push_back(std::make_unique<DecodeRunner>(s, seq_q, options));
+  std::vector<Timing> timings(runners.size());
+  for (std::size_t i = 0; i < runners.size(); ++i) {
+    for (int w = 0; w < warmup; ++w) timings[i].record = runners[i]->run();
+  }
+  for (int r = 0; r < repeat; ++r) {
+    for (std::size_t i = 0; i < runners.size(); ++i) {
+      timings[i].record = runners[i]->run();
+      timings[i].seconds.push_back(timings[i].record.seconds);
+    }
+  }
+  for (Timing& t : timings) t.median_seconds = median(t.seconds);
+  return timings;
+}
+
 Timing time_decode(const Shape& s, std::int64_t seq_q, const AttentionOptions& options, int warmup,
                    int repeat) {
-  KvCache cache({s.batch, s.kv_heads, s.seq, s.dim, s.dim_v, s.kv_dtype, options.rope});
-  {
-    // f32 tokens, rounded to the cache's dtype as they are appended.
-    const Workload keys(Shape{s.batch, s.kv_heads, s.kv_heads, s.seq, s.dim, s.dim_v});
-    cache.append(keys.k_view(), keys.v_view());
-  }
-  Shape queries = s;
-  queries.seq = seq_q;
-  queries.kv_heads = s.heads;
-  queries.dim_v = s.dim;  // q_view and out_view below; k/v are unused
-  queries.kv_dtype = DType::kF32;
-  Workload w(queries, 7);
-  const AnyConstTensor qv = w.q_view();
-  std::vector<float> out = detail::checked_vector<float>(
-      detail::checked_product({s.batch, s.heads, seq_q, s.dim_v}, "--seq-q"), "--seq-q");
-  std::vector<std::uint16_t> out16(s.dtype == DType::kF32 ? 0 : out.size());
-  const AnyTensor ov =
-      typed_view(s.dtype, out.data(), out16.data(), s.batch, s.heads, seq_q, s.dim_v);
-  const AttentionPlan plan = make_plan(cache_shape(cache.shape(), s.heads, seq_q), options);
-  WorkspaceBuffer workspace;
-  const std::span<std::byte> ws = workspace.get(plan.workspace_bytes());
-  Timing timing;
-  for (int i = 0; i < warmup; ++i) timing.record = plan.run(qv, cache, ov, {.workspace = ws});
-  for (int i = 0; i < repeat; ++i) {
-    timing.record = plan.run(qv, cache, ov, {.workspace = ws});
-    timing.seconds.push_back(timing.record.seconds);
-  }
-  timing.median_seconds = median(timing.seconds);
-  return timing;
+  return time_decodes_in_turns({s}, seq_q, options, warmup, repeat).front();
 }
 
 double median(std::vector<double> values) {

@@ -57,6 +57,13 @@ double kv_cache_bytes(const Shape& s);
 Timing time_decode(const Shape& s, std::int64_t seq_q, const AttentionOptions& options, int warmup,
                    int repeat);
 
+// The decode of each shape (e.g. one per cache dtype) timed in turns: `warmup` untimed runs of
+// each, then `repeat` rounds that run each once, so that a busy moment of a shared host slows
+// every median, not one (the report's ratios between cache dtypes come from one such run).
+// Every cache is filled first and kept until the end.
+std::vector<Timing> time_decodes_in_turns(const std::vector<Shape>& shapes, std::int64_t seq_q,
+                                          const AttentionOptions& options, int warmup, int repeat);
+
 double median(std::vector<double> values);
 
 // Resident-set high-water mark tracking through /proc/self/clear_refs; reset() returns false

@@ -20,6 +20,16 @@ enum class CacheLevel : unsigned char { kL1, kL2 };
 // deleted the calls (the decode kernel lost 90% of its prefetches and ran at half speed). The
 // level is a run-time value: one branch that goes the same way for a whole run, where a
 // template parameter would compile every decode micro-kernel twice.
+// Asks for the line holding p into `level`. Always inlined, as Prefetch::Line below.
+template <class T>
+__attribute__((always_inline)) inline void PrefetchLine(const T* p, CacheLevel level) {
+  if (level == CacheLevel::kL1) {
+    __builtin_prefetch(p, 0, 3);  // read, locality 3: prefetcht0
+  } else {
+    __builtin_prefetch(p, 0, 1);  // read, locality 1: prefetcht2
+  }
+}
+
 struct Prefetch {
   std::ptrdiff_t offset = 0;  // elements of the pointer's type
   CacheLevel level = CacheLevel::kL2;
@@ -29,11 +39,7 @@ struct Prefetch {
   // Asks for the line holding p + offset (p points into the block being read).
   template <class T>
   __attribute__((always_inline)) void Line(const T* p) const {
-    if (level == CacheLevel::kL1) {
-      __builtin_prefetch(p + offset, 0, 3);  // read, locality 3: prefetcht0
-    } else {
-      __builtin_prefetch(p + offset, 0, 1);  // read, locality 1: prefetcht2
-    }
+    PrefetchLine(p + offset, level);
   }
 };
 

@@ -240,6 +240,7 @@ class CacheWorker {
     if constexpr (kQuantized) {  // the tile's 64-byte-aligned run of scales
       k_scales_ = p_.kv.key_scales(b_, hk_, j0) + j0 % kKvBlock;
       v_scales_ = p_.kv.value_scales(b_, hk_, j0) + j0 % kKvBlock;
+      if (ahead && j0 % kKvBlock == 0) prefetch_scales(next);
     }
     std::int64_t row0 = 0;
     for (; row0 + static_cast<std::int64_t>(kRows) <= n_; row0 += kRows) {
@@ -251,6 +252,19 @@ class CacheWorker {
     const TileKind kind = classify(row0, rest, j0, global);
     if (kind != TileKind::kSkip) {
       (this->*kRemainder[static_cast<size_t>(rest)])(row0, j0, kind, k_tile, v_tile);
+    }
+  }
+
+  // Asks for the K and V scales of the block holding key `next` (4 lines each), once per
+  // block, as the micro-kernels ask for its keys and values. One Zen 5 thread's int8 step at
+  // S_k 32768 ran 4-8% faster with them (6.12 → 5.88, 6.46 → 6.22, 7.00 → 6.41 ms; with and
+  // without alternating run by run in one process).
+  void prefetch_scales(std::int64_t next) const {
+    for (const float* scales :
+         {p_.kv.key_scales(b_, hk_, next), p_.kv.value_scales(b_, hk_, next)}) {
+      for (std::int64_t i = 0; i < kKvBlock; i += 64 / sizeof(float)) {
+        simd::PrefetchLine(scales + i, prefetch_level_);
+      }
     }
   }
 
