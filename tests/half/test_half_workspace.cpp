@@ -15,11 +15,13 @@
 #include "half_support.hpp"
 #include "seqattn/seqattn.hpp"
 #include "tests/kv_cache/kv_cache_support.hpp"
+#include "tests/support/guarded_workspace.hpp"
 #include "tests/support/variant_test_rows.hpp"
 
 namespace seqattn {
 namespace {
 
+using testing::GuardedWorkspace;
 using testing::Layout;
 using testing::make_tensor;
 using testing::make_zeros;
@@ -45,16 +47,6 @@ AttentionOptions plan_options(const testing::VariantTestCase& c, RunArgs& args,
   args.key_lengths = lengths;
   return options;
 }
-
-// 64-byte aligned bytes, filled with 0xff (NaN floats) so a read before a write shows.
-struct Workspace {
-  std::vector<std::byte> storage;
-  std::span<std::byte> bytes;
-  explicit Workspace(std::size_t n) : storage(n + 64, std::byte{0xff}) {
-    const auto misaligned = reinterpret_cast<std::uintptr_t>(storage.data()) % 64;
-    bytes = {storage.data() + (64 - misaligned) % 64, n};
-  }
-};
 
 // q of TQ, k and v of TKV, out of TOut; `extra` bytes past the count (the copies still start
 // right after the variant's part).
@@ -91,15 +83,15 @@ void check_case(const testing::VariantTestCase& c, Fp32Precision precision, std:
   ASSERT_GT(copies, 0u);
   EXPECT_EQ(*need, (*f32 + 63) / 64 * 64 + copies);
   // One line short: refused before anything is written.
-  Workspace short_ws(*need - 64);
-  args.workspace = short_ws.bytes;
+  GuardedWorkspace short_ws(*need - 64);
+  args.workspace = short_ws.bytes();
   testing::expect_error([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, args); },
                         "workspace.size()", ErrorKind::kInvalidArgument);
   const std::vector<TOut> zeros(out.storage.size(), TOut(0.0f));
   ASSERT_EQ(std::memcmp(out.storage.data(), zeros.data(), sizeof(TOut) * zeros.size()), 0)
       << "a refused run wrote to out";
-  Workspace ws(*need + extra);
-  args.workspace = ws.bytes;
+  GuardedWorkspace ws(*need + extra);
+  args.workspace = ws.bytes();
   plan.run(q.cview(), k.cview(), v.cview(), out.view, args);
   args.workspace = {};
   plan.run(q.cview(), k.cview(), v.cview(), alone.view, args);
@@ -108,8 +100,10 @@ void check_case(const testing::VariantTestCase& c, Fp32Precision precision, std:
       << "the workspace changed the result";
   const std::size_t staged_from = (*f32 + 63) / 64 * 64;
   bool wrote = false;
-  for (std::size_t i = staged_from; i < *need; ++i) wrote = wrote || ws.bytes[i] != std::byte{0xff};
+  for (std::size_t i = staged_from; i < *need; ++i)
+    wrote = wrote || ws.bytes()[i] != std::byte{0xff};
   EXPECT_TRUE(wrote) << "the copies were not staged in the workspace";
+  EXPECT_TRUE(ws.guard_intact()) << "a run wrote past its workspace";
 }
 
 TEST(HalfWorkspace, EveryVariantRunsHalfViewsInAWorkspace) {
@@ -149,18 +143,18 @@ TEST(HalfWorkspace, BadDtypesAreRefusedAndWeightsRunsTakeTheirCount) {
   half_weights.weights = true;
   const std::size_t need = *plan.qkv_workspace_bytes(half_weights);
   EXPECT_GE(need, *plan.qkv_workspace_bytes(half));
-  Workspace short_ws(need - 64);
+  GuardedWorkspace short_ws(need - 64);
   testing::expect_error(
       [&] {
         plan.run(q.cview(), q.cview(), q.cview(), out.view,
-                 {.weights = weights.view, .workspace = short_ws.bytes});
+                 {.weights = weights.view, .workspace = short_ws.bytes()});
       },
       "workspace.size()", ErrorKind::kInvalidArgument);
   for (const bfloat16 x : out.storage) ASSERT_EQ(x.bits, 0) << "a refused run wrote to out";
   for (const float x : weights.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote weights";
-  Workspace ws(need);
+  GuardedWorkspace ws(need);
   plan.run(q.cview(), q.cview(), q.cview(), out.view,
-           {.weights = weights.view, .workspace = ws.bytes});
+           {.weights = weights.view, .workspace = ws.bytes()});
   plan.run(q.cview(), q.cview(), q.cview(), alone.view, {.weights = weights_alone.view});
   EXPECT_EQ(std::memcmp(out.storage.data(), alone.storage.data(), 2 * out.storage.size()), 0);
   EXPECT_EQ(weights.storage, weights_alone.storage);

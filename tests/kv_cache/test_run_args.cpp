@@ -17,6 +17,7 @@
 #include "src/kernel/compute_path.hpp"
 #include "tests/kv_cache/kv_cache_support.hpp"
 #include "tests/reference/reference.hpp"
+#include "tests/support/guarded_workspace.hpp"
 #include "tests/support/scoped_compute_path.hpp"
 #include "tests/support/test_tensors.hpp"
 #include "tests/support/variant_test_rows.hpp"
@@ -76,17 +77,15 @@ WorkspaceRun expect_workspace_run(const AttentionPlan& plan, std::uint32_t seed,
   OwnedTensor ref = make_zeros(s.batch, s.heads_q, s.seq_q, s.dim_v);
   OwnedTensor lse = make_zeros(s.batch, s.heads_q, s.seq_q, 1),
               ref_lse = make_zeros(s.batch, s.heads_q, s.seq_q, 1);
-  std::vector<std::byte> storage(bytes + 64, std::byte{0xff});
-  std::byte* aligned =
-      storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
-  RunArgs args{.key_lengths = r.lengths, .workspace = {aligned, bytes}};
+  testing::GuardedWorkspace ws(bytes);
+  RunArgs args{.key_lengths = r.lengths, .workspace = ws.bytes()};
   RunArgs plain{.key_lengths = r.lengths};
   if (with_lse) {
     args.lse = lse.view;
     plain.lse = ref_lse.view;
   }
   RunArgs short_args = args;
-  short_args.workspace = {aligned, bytes - 64};
+  short_args.workspace = ws.bytes().first(bytes - 64);
   std::fill(r.out.storage.begin(), r.out.storage.end(), 7.0f);  // no run writes 7 everywhere
   expect_error([&] { plan.run(r.q.cview(), r.k.cview(), r.v.cview(), r.out.view, short_args); },
                "workspace.size()", ErrorKind::kInvalidArgument);
@@ -97,6 +96,7 @@ WorkspaceRun expect_workspace_run(const AttentionPlan& plan, std::uint32_t seed,
     }
   }
   expect_workspace_run_is_plain(plan, r.q, r.k, r.v, r.out, ref, args, plain, lse, ref_lse);
+  EXPECT_TRUE(ws.guard_intact()) << "a run wrote past its workspace";
   return r;
 }
 
@@ -257,14 +257,13 @@ TEST(RunArgs, QkvRunInAWorkspace) {
       const OwnedTensor v = make_tensor(n.b, n.hkv, n.sk, n.dv, testing::Layout::kBHSD, 33);
       OwnedTensor out = make_zeros(n.b, n.hq, n.sq, n.dv), ref = make_zeros(n.b, n.hq, n.sq, n.dv);
       OwnedTensor lse = make_zeros(n.b, n.hq, n.sq, 1), ref_lse = make_zeros(n.b, n.hq, n.sq, 1);
-      std::vector<std::byte> storage(*plan.qkv_workspace_bytes() + 64, std::byte{0xff});
-      std::byte* aligned =
-          storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
-      RunArgs args{.lse = lse.view, .workspace = {aligned, *plan.qkv_workspace_bytes()}};
+      testing::GuardedWorkspace ws(*plan.qkv_workspace_bytes());
+      RunArgs args{.lse = lse.view, .workspace = ws.bytes()};
       RunArgs plain{.lse = ref_lse.view};
       const std::vector<std::int64_t> lengths{1, n.sk};
       if (n.b == 2) args.key_lengths = plain.key_lengths = lengths;
       expect_workspace_run_is_plain(plan, q, k, v, out, ref, args, plain, lse, ref_lse);
+      EXPECT_TRUE(ws.guard_intact()) << "a run wrote past its workspace";
       Mask mask;
       mask.causal = options.mask.causal;
       if (n.b == 2) mask.key_lengths = lengths;
@@ -490,23 +489,20 @@ TEST(RunArgs, QkvWorkspaceRefusals) {
   OwnedTensor out = make_zeros(1, 2, 9, 8);
   const AttentionPlan plan = make_plan({1, 2, 2, 9, 9, 8, 8}, {});
   const std::size_t need = *plan.qkv_workspace_bytes();
-  std::vector<std::byte> storage(need + 128);
-  std::byte* aligned =
-      storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
+  testing::GuardedWorkspace ws(need + 64);  // room for a misaligned start
   auto run_with = [&](std::span<std::byte> ws) {
     return [&, ws] { plan.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = ws}); };
   };
-  expect_error(run_with({aligned, 64}), "workspace.size()", ErrorKind::kInvalidArgument);
-  expect_error(run_with({aligned + 4, need}), "workspace.data()", ErrorKind::kInvalidArgument);
+  expect_error(run_with(ws.bytes().first(64)), "workspace.size()", ErrorKind::kInvalidArgument);
+  expect_error(run_with(ws.bytes().subspan(4, need)), "workspace.data()",
+               ErrorKind::kInvalidArgument);
   std::vector<std::uint16_t> bits(q.storage.size());
   for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = bfloat16(q.storage[i]).bits;
   AnyConstTensor q16 = q.cview();
   q16.dtype = DType::kBF16;
   q16.data = bits.data();
   expect_error(
-      [&] {
-        plan.run(q16, k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
-      },
+      [&] { plan.run(q16, k.cview(), k.cview(), out.view, {.workspace = ws.bytes().first(need)}); },
       "workspace.size()", ErrorKind::kInvalidArgument);
   AttentionOptions rounded;
   rounded.fp32_precision = Fp32Precision::kBf16;
@@ -514,7 +510,8 @@ TEST(RunArgs, QkvWorkspaceRefusals) {
   EXPECT_GT(*rounding.qkv_workspace_bytes(), need);  // with the copies of q, k and v
   expect_error(
       [&] {
-        rounding.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = {aligned, need}});
+        rounding.run(q.cview(), k.cview(), k.cview(), out.view,
+                     {.workspace = ws.bytes().first(need)});
       },
       "workspace.size()", ErrorKind::kInvalidArgument);
   if (detail::path_built(detail::ComputePath::kAmxEmulated)) {  // not in the xsimd backend
@@ -544,14 +541,11 @@ TEST(RunArgs, QkvWorkspaceRefusals) {
   const AttentionPlan hashed = make_plan({1, 2, 2, 9, 9, 8, 8}, lsh);
   EXPECT_FALSE(hashed.qkv_workspace_bytes({.weights = true}).has_value());
   OwnedTensor weights = make_zeros(1, 2, 9, 9);
-  std::vector<std::byte> lsh_storage(*hashed.qkv_workspace_bytes() + 64);
-  std::byte* lsh_aligned =
-      lsh_storage.data() + (64 - reinterpret_cast<std::uintptr_t>(lsh_storage.data()) % 64) % 64;
+  testing::GuardedWorkspace lsh_ws(*hashed.qkv_workspace_bytes());
   expect_error(
       [&] {
-        hashed.run(
-            q.cview(), k.cview(), k.cview(), out.view,
-            {.weights = weights.view, .workspace = {lsh_aligned, *hashed.qkv_workspace_bytes()}});
+        hashed.run(q.cview(), k.cview(), k.cview(), out.view,
+                   {.weights = weights.view, .workspace = lsh_ws.bytes()});
       },
       "weights", ErrorKind::kUnsupported);
   for (const float x : out.storage) ASSERT_EQ(x, 0.0f) << "a refused run wrote to out";

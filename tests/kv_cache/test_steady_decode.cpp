@@ -15,6 +15,7 @@
 #include "tests/half/half_support.hpp"
 #include "tests/kv_cache/counting_allocator.hpp"
 #include "tests/kv_cache/kv_cache_support.hpp"
+#include "tests/support/guarded_workspace.hpp"
 #include "tests/support/sanitizers.hpp"
 #include "tests/support/test_tensors.hpp"
 
@@ -95,10 +96,8 @@ void run_loop(const LoopCase& c) {
   };
   cache.append(tokens(k, 0, kStart), tokens(v, 0, kStart));
   const AttentionPlan plan = make_plan(cache_shape(shape, kHeads, 1), options);
-  std::vector<std::byte> storage(plan.workspace_bytes() + 64);
-  std::byte* aligned =
-      storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
-  const RunArgs args{.workspace = {aligned, plan.workspace_bytes()}};
+  testing::GuardedWorkspace ws(plan.workspace_bytes());
+  const RunArgs args{.workspace = ws.bytes()};
   std::vector<std::uint16_t> q_bits, out_bits(static_cast<std::size_t>(kHeads * kDim));
   const AnyConstTensor q_io = c.io == DType::kF32 ? q.cview() : half_copy(c.io, q.view, q_bits);
   const AnyTensor out_io = c.io == DType::kF32
@@ -153,10 +152,8 @@ TEST(SteadyDecode, PagedRunsAllocateNothing) {
     pool.append(ids.back(), kt, vt);
   }
   const AttentionPlan plan = make_plan(paged_shape(pool.shape(), 4, kHeads, 1, 1024), {});
-  std::vector<std::byte> storage(plan.workspace_bytes() + 64);
-  std::byte* aligned =
-      storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
-  const RunArgs args{.workspace = {aligned, plan.workspace_bytes()}};
+  testing::GuardedWorkspace ws(plan.workspace_bytes());
+  const RunArgs args{.workspace = ws.bytes()};
   const OwnedTensor q = make_tensor(4, kHeads, 1, kDim, testing::Layout::kBHSD, 5);
   OwnedTensor out = make_zeros(4, kHeads, 1, kDim);
   // The counter sees what a run allocates: without a workspace, the view's tables (operator
@@ -195,10 +192,8 @@ TEST(SteadyDecode, PagedLoopWithReservedTablesAllocatesNothing) {
     }
     const AttentionPlan plan =
         make_plan(paged_shape(pool.shape(), 4, kHeads, 1, kLongest + kSteps), {});
-    std::vector<std::byte> storage(plan.workspace_bytes() + 64);
-    std::byte* aligned =
-        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
-    const RunArgs args{.workspace = {aligned, plan.workspace_bytes()}};
+    testing::GuardedWorkspace ws(plan.workspace_bytes());
+    const RunArgs args{.workspace = ws.bytes()};
     const OwnedTensor q = make_tensor(4, kHeads, 1, kDim, testing::Layout::kBHSD, 5);
     std::vector<std::uint16_t> q_bits, out_bits(static_cast<std::size_t>(4 * kHeads * kDim));
     const AnyConstTensor q16 = half_copy(DType::kBF16, q.view, q_bits);
@@ -244,9 +239,7 @@ TEST(SteadyDecode, StagingInTheWorkspaceGivesTheSameBits) {
     options.mask.causal = true;
     options.fp32_precision = precision;
     const AttentionPlan plan = make_plan(paged_shape(pool.shape(), 3, kHeads, kSeqQ, 128), options);
-    std::vector<std::byte> storage(plan.workspace_bytes() + 64);
-    std::byte* aligned =
-        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
+    testing::GuardedWorkspace ws(plan.workspace_bytes());
     const std::size_t short_bytes = plan.workspace_bytes() - 4 * 3 * kHeads * kSeqQ * (16 + 80);
     for (const DType io : {DType::kBF16, DType::kF16, DType::kF32}) {
       SCOPED_TRACE(std::string(to_string(io)) +
@@ -264,7 +257,8 @@ TEST(SteadyDecode, StagingInTheWorkspaceGivesTheSameBits) {
                                   ? AnyTensor(floats.back().view)
                                   : view_of<AnyTensor>(io, halves[run].data(), out_init.shape);
         RunArgs args{.query_lengths = counts};
-        if (run > 0) args.workspace = {aligned, run == 1 ? plan.workspace_bytes() : short_bytes};
+        if (run > 0)
+          args.workspace = ws.bytes().first(run == 1 ? plan.workspace_bytes() : short_bytes);
         plan.run(qv, pool, ids, out, args);
       }
       EXPECT_EQ(halves[0], halves[1]);

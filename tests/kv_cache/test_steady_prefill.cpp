@@ -16,6 +16,7 @@
 #include "tests/half/half_support.hpp"
 #include "tests/kv_cache/counting_allocator.hpp"
 #include "tests/kv_cache/kv_cache_support.hpp"
+#include "tests/support/guarded_workspace.hpp"
 #include "tests/support/sanitizers.hpp"
 #include "tests/support/test_tensors.hpp"
 #include "tests/variants/target_loop.hpp"
@@ -111,11 +112,9 @@ TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
     const AttentionPlan plan = make_plan({1, kHeads, kKv, c.seq, c.seq, kDim, kDim}, options);
     ASSERT_TRUE(plan.qkv_workspace_bytes().has_value());
     const std::size_t bytes = *plan.qkv_workspace_bytes();
-    std::vector<std::byte> storage(bytes + 64);
-    std::byte* aligned =
-        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
+    testing::GuardedWorkspace ws(bytes);
     const std::vector<std::int64_t> lengths{c.key_length};
-    RunArgs args{.workspace = {aligned, bytes}}, plain;
+    RunArgs args{.workspace = ws.bytes()}, plain;
     if (c.key_length > 0) args.key_lengths = plain.key_lengths = lengths;
     OwnedTensor out = make_zeros(1, kHeads, c.seq, kDim),
                 alone = make_zeros(1, kHeads, c.seq, kDim);
@@ -124,7 +123,7 @@ TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
       const OwnedTensor q = make_tensor(1, kHeads, c.seq, kDim, testing::Layout::kBSHD, 20 + run);
       const OwnedTensor k = make_tensor(1, kKv, c.seq, kDim, testing::Layout::kBHSD, 40 + run);
       const OwnedTensor v = make_tensor(1, kKv, c.seq, kDim, testing::Layout::kBHSD, 60 + run);
-      std::fill(aligned, aligned + bytes, std::byte{0xff});  // NaN floats
+      ws.refill();  // NaN floats
       const long n =
           allocations_of([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, args); });
       if (run > 0) after_first += n;
@@ -181,9 +180,8 @@ TEST(SteadyPrefill, HalfViewsInAWorkspaceAllocateNothing) {
     const std::optional<std::size_t> bytes =
         plan.qkv_workspace_bytes({c.q.dtype, c.k.dtype, c.k.dtype, c.out.dtype});
     ASSERT_TRUE(bytes.has_value());
-    std::vector<std::byte> storage(*bytes + 64);
-    const std::span<std::byte> ws{
-        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64, *bytes};
+    testing::GuardedWorkspace guarded(*bytes);
+    const std::span<std::byte> ws = guarded.bytes();
     long after_first = 0;
     for (int run = 0; run < 4; ++run) {
       const long n = allocations_of([&] { plan.run(c.q, c.k, c.k, c.out, {.workspace = ws}); });
@@ -229,9 +227,8 @@ TEST(SteadyPrefill, WeightsRunsInAWorkspaceAllocateNothing) {
     const std::optional<std::size_t> bytes = plan.qkv_workspace_bytes(
         {.q = qv.dtype, .k = DType::kF32, .v = DType::kF32, .out = DType::kF32, .weights = true});
     ASSERT_TRUE(bytes.has_value());
-    std::vector<std::byte> storage(*bytes + 64);
-    const std::span<std::byte> ws{
-        storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64, *bytes};
+    testing::GuardedWorkspace guarded(*bytes);
+    const std::span<std::byte> ws = guarded.bytes();
     const RunArgs args{.weights = weights.view, .workspace = ws};
     long after_first = 0;
     for (int run = 0; run < 4; ++run) {
@@ -289,21 +286,19 @@ TEST(SteadyPrefill, OnePlanCountsTheTargetItRunsOn) {
       const std::size_t bytes = *plan.qkv_workspace_bytes();
       counts.insert(bytes);
       std::printf("%s on %s: %zu bytes\n", c.name, simd_target().c_str(), bytes);
-      std::vector<std::byte> storage(bytes + 64, std::byte{0xff});
-      std::byte* aligned =
-          storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64);
+      testing::GuardedWorkspace ws(bytes);
       OwnedTensor out = make_zeros(1, kHeads, c.seq, kDim),
                   alone = make_zeros(1, kHeads, c.seq, kDim);
       testing::expect_error(
           [&] {
             plan.run(q.cview(), k.cview(), v.cview(), out.view,
-                     {.workspace = {aligned, bytes - 64}});
+                     {.workspace = ws.bytes().first(bytes - 64)});
           },
           "workspace.size()", ErrorKind::kInvalidArgument);
       ASSERT_TRUE(std::all_of(out.storage.begin(), out.storage.end(), [](float x) {
         return x == 0;
       })) << "a refused run wrote out";
-      const RunArgs args{.workspace = {aligned, bytes}};
+      const RunArgs args{.workspace = ws.bytes()};
       plan.run(q.cview(), k.cview(), v.cview(), out.view, args);
       EXPECT_EQ(allocations_of([&] { plan.run(q.cview(), k.cview(), v.cview(), out.view, args); }),
                 0);

@@ -24,6 +24,7 @@
 #include "tests/half/half_support.hpp"
 #include "tests/kv_cache/counting_allocator.hpp"
 #include "tests/kv_cache/kv_cache_support.hpp"
+#include "tests/support/guarded_workspace.hpp"
 #include "tests/support/sanitizers.hpp"
 #include "tests/support/scoped_compute_path.hpp"
 #include "tests/support/test_tensors.hpp"
@@ -33,6 +34,7 @@ namespace {
 
 using testing::allocations_of;
 using testing::expect_error;
+using testing::GuardedWorkspace;
 using testing::make_tensor;
 using testing::make_zeros;
 using testing::OwnedTensor;
@@ -55,27 +57,6 @@ AttentionOptions options_of(const Case& c) {
   if (c.rope) options.rope = RotaryEmbedding{};
   return options;
 }
-
-// A caller's workspace of `bytes` (64-byte aligned) with kGuard bytes of 0xab past its end.
-class GuardedWorkspace {
- public:
-  static constexpr std::size_t kGuard = 128;
-  explicit GuardedWorkspace(std::size_t bytes) : storage_(bytes + 64 + kGuard) {
-    std::byte* aligned =
-        storage_.data() + (64 - reinterpret_cast<std::uintptr_t>(storage_.data()) % 64) % 64;
-    ws_ = {aligned, bytes};
-    std::fill(aligned + bytes, aligned + bytes + kGuard, std::byte{0xab});
-  }
-  std::span<std::byte> bytes() const { return ws_; }
-  bool guard_intact() const {
-    const std::byte* end = ws_.data() + ws_.size();
-    return std::all_of(end, end + kGuard, [](std::byte b) { return b == std::byte{0xab}; });
-  }
-
- private:
-  std::vector<std::byte> storage_;
-  std::span<std::byte> ws_;
-};
 
 // run(workspace) one line short of `ws` is refused (workspace.size()) before any of `outs`
 // (filled with 7s, which no run writes everywhere) changes; then four runs in `ws`, refilled

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "reliability_support.hpp"
+#include "tests/support/guarded_workspace.hpp"
 #include "tests/support/plan_call.hpp"
 #include "tests/variants/target_loop.hpp"
 
@@ -251,20 +252,16 @@ TEST(WeightsOutput, AWorkspaceServesWeightsRunsBitForBit) {
         }
         EXPECT_EQ(*need, std::max(rows, *plan.qkv_workspace_bytes()));
         pass_decides = pass_decides || rows > *plan.qkv_workspace_bytes();
-        // NaN floats, and 128 guard bytes past the workspace that no run may touch.
-        std::vector<std::byte> storage(*need + 64 + 128, std::byte{0xff});
-        const std::span<std::byte> ws{
-            storage.data() + (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64,
-            *need};
+        // NaN floats, and guard bytes past the workspace that no run may touch.
+        testing::GuardedWorkspace guarded(*need);
+        const std::span<std::byte> ws = guarded.bytes();
         const Outputs alone = run(in, true, &plan);
         const Outputs with = run(in, true, &plan, ws);
         EXPECT_EQ(bit_differences(bits_of(alone.out.view), bits_of(with.out.view)), 0) << "out";
         EXPECT_EQ(bit_differences(bits_of(alone.lse.view), bits_of(with.lse.view)), 0) << "lse";
         EXPECT_EQ(bit_differences(bits_of(alone.weights.view), bits_of(with.weights.view)), 0)
             << "weights";
-        for (std::size_t i = 0; i < 128; ++i) {
-          ASSERT_EQ(ws.data()[*need + i], std::byte{0xff}) << "written past the workspace";
-        }
+        ASSERT_TRUE(guarded.guard_intact()) << "written past the workspace";
         Outputs refused = fresh_outputs(in);
         expect_error([&] { run_into(refused, in, true, &plan, ws.first(*need - 64)); },
                      "workspace.size()");
