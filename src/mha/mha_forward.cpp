@@ -105,17 +105,21 @@ void MultiHeadAttention::Impl::check_ready() const {
 
 namespace {
 
-// x plus the sinusoidal encoding as a contiguous copy in `store` (the caller's x is read,
-// never written: out may alias it).
+// x plus the sinusoidal encoding, contiguous: added in place when x is `own`, the layer's copy
+// of bf16 activations widened to fp32 (contiguous; copying it again cost a pass over x), else
+// into a copy in `store` (the caller's x is read, never written: out may alias it).
 SequenceView<const float> with_positions(const SequenceView<const float>& x,
-                                         std::vector<float>& store) {
+                                         std::vector<float>& own, std::vector<float>& store) {
   const std::int64_t rows = x.batch * x.seq, f = x.features;
-  float* const copy = detail::grown(store, detail::checked_product({rows, f}, "x"), "x");
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::copy(x.data + r * x.stride(), x.data + r * x.stride() + f, copy + r * f);
+  float* rows_out = own.data();
+  if (x.data != rows_out) {
+    rows_out = detail::grown(store, detail::checked_product({rows, f}, "x"), "x");
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::copy(x.data + r * x.stride(), x.data + r * x.stride() + f, rows_out + r * f);
+    }
   }
-  add_sinusoidal_positions(Tensor{copy, {x.batch, 1, x.seq, f}, {x.seq * f, x.seq * f, f, 1}});
-  return {copy, x.batch, x.seq, f, 0};
+  add_sinusoidal_positions(Tensor{rows_out, {x.batch, 1, x.seq, f}, {x.seq * f, x.seq * f, f, 1}});
+  return {rows_out, x.batch, x.seq, f, 0};
 }
 
 }  // namespace
@@ -147,8 +151,10 @@ MhaRecord MultiHeadAttention::forward_rows(const SequenceView<const float>& x_q,
   if (!impl_->config.sinusoidal_positions) {
     return run_forward(x_q, x_kv, self, out, mask, weights, bf16_activations);
   }
-  const SequenceView<const float> xq = with_positions(x_q, impl_->positions_q);
-  const SequenceView<const float> xkv = self ? xq : with_positions(x_kv, impl_->positions_kv);
+  Impl& m = *impl_;
+  const SequenceView<const float> xq = with_positions(x_q, m.widened_q, m.positions_q);
+  const SequenceView<const float> xkv =
+      self ? xq : with_positions(x_kv, m.widened_kv, m.positions_kv);
   return run_forward(xq, xkv, self, out, mask, weights, bf16_activations);
 }
 

@@ -70,8 +70,9 @@ struct MultiHeadAttention::Impl {
 
   // Copies of a forward's inputs and output, kept between calls and grown to the largest met,
   // so that a steady forward with sinusoidal positions or on bf16 activations allocates
-  // nothing either: x_q and x_kv plus the positions, bf16 x_q and x_kv widened to fp32, and
-  // the fp32 output rounded into a bf16 out (detail::grown).
+  // nothing either: x_q and x_kv plus the positions, bf16 x_q and x_kv widened to fp32 (the
+  // positions then added to these in place), and the fp32 output rounded into a bf16 out
+  // (detail::grown).
   std::vector<float> positions_q, positions_kv, widened_q, widened_kv, staged_out;
 
   float* scratch(std::size_t floats) {

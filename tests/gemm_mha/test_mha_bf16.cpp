@@ -58,12 +58,16 @@ MultiHeadAttention bf16_layer(const MhaConfig& config, const Bf16Weights& w) {
   return layer;
 }
 
-TEST(MhaBf16, EqualsTheFp32LayerOnWidenedValuesRoundedOnce) {
+// The bf16 layer against the fp32 layer on the widened values, self- and cross-attention, on
+// the fp32 projection path; with sinusoidal positions both add them to their fp32 rows (the
+// bf16 layer in place, to its widened copy).
+void ExpectTheFp32LayerOnWidenedValuesRoundedOnce(bool sinusoidal_positions) {
   MhaConfig config;
   config.d_model = 48;
   config.num_heads = 4;
   config.num_kv_heads = 2;
   config.bias = true;
+  config.sinusoidal_positions = sinusoidal_positions;
   const LayerWeights w32 = random_weights(48, 24, true, 5);
   const Bf16Weights w(w32);
   MultiHeadAttention half = bf16_layer(config, w);
@@ -89,6 +93,14 @@ TEST(MhaBf16, EqualsTheFp32LayerOnWidenedValuesRoundedOnce) {
   std::vector<float> want_cross(x.size());
   full.forward(sequence(x32, 2, 13, 48), sequence(kv32, 2, 7, 48), sequence(want_cross, 2, 13, 48));
   EXPECT_EQ(to_f32(cross), to_f32(to_bf16(want_cross)));
+}
+
+TEST(MhaBf16, EqualsTheFp32LayerOnWidenedValuesRoundedOnce) {
+  ExpectTheFp32LayerOnWidenedValuesRoundedOnce(false);
+}
+
+TEST(MhaBf16, SinusoidalPositionsEqualTheFp32LayerOnWidenedValues) {
+  ExpectTheFp32LayerOnWidenedValuesRoundedOnce(true);
 }
 
 // ---- The tile path (SEQATTN_COMPUTE_PATH=amx-emulated) ----
