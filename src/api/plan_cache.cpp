@@ -6,6 +6,7 @@
 
 #include "src/api/kv_cache_access.hpp"
 #include "src/api/plan_state.hpp"
+#include "src/kernel/decode/prefetch_level.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/validate.hpp"
 #include "variants/variant_row.hpp"
@@ -213,6 +214,7 @@ CacheProblem cache_problem(const PlanState& st, const Problem& bound, const Pack
   p.split = st.split;
   p.threads = bound.threads;
   p.positional = st.planned.positional.get();
+  p.prefetch_level = decode_prefetch_level();  // may throw (a bad SEQATTN_DECODE_PREFETCH)
   return p;
 }
 

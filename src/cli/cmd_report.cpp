@@ -268,7 +268,7 @@ std::vector<std::int64_t> positive_lengths(const std::string& text, const std::s
   return list;
 }
 
-// The cache dtypes of the decode sweep, timed in turns at each (S_k, threads).
+// The cache dtypes of the decode sweep.
 constexpr DType kDecodeDtypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kI8};
 
 // Batched decode over a PagedKvCache: c.paged_batch (32) sequences spread over 512..the longest
@@ -331,8 +331,8 @@ void add_decode_point(DecodeReport& d, const Shape& s, int threads, const Timing
 }
 
 // Decode: one new query (S_q = 1) per call against a KvCache of S_k tokens stored in f32, bf16,
-// f16 and int8, at 1 and 2 threads (the four dtypes of one S_k and thread count timed in turns),
-// then the read bandwidth of a cache-resident and a DRAM-sized array as the limit to compare.
+// f16 and int8, at 1 and 2 threads (the caches streamed from DRAM timed in turns), then the read
+// bandwidth of a cache-resident and a DRAM-sized array as the limit to compare.
 DecodeReport run_decode(const ReportConfig& c) {
   const auto start = std::chrono::steady_clock::now();
   DecodeReport d;
@@ -348,26 +348,32 @@ DecodeReport run_decode(const ReportConfig& c) {
       shapes.push_back(s);
     }
     // Cheap steps get many runs (the cache fill dominates their cost); large caches a few.
-    const double largest = kv_cache_bytes(shapes.front());  // f32
-    const int repeat = largest <= 64.0 * 1048576 ? 51 : largest <= 512.0 * 1048576 ? 11 : 5;
-    // The caches the table compares with DRAM (larger than d.dram_above_bytes: streamed from
-    // it whatever runs between their steps) are timed in turns, so that their ratios (int8
-    // against bf16) are not the host's swings from one minute to the next; the others alone,
-    // each step after one over the same cache, as the cache-resident rows they are. The rows
-    // in the order (dtype, threads).
-    std::vector<Timing> timings[2];
+    auto repeat_for = [](double bytes) {
+      return bytes <= 64.0 * 1048576 ? 51 : bytes <= 512.0 * 1048576 ? 11 : 5;
+    };
+    // The caches streamed from DRAM (d.from_dram: whatever runs between their steps) are timed
+    // in turns, at the largest one's count, so that their ratios (int8 against bf16) are not
+    // the host's swings from one minute to the next; the others alone, each step after one
+    // over the same cache, as the cache-resident rows they are. The rows in the order (dtype,
+    // threads).
     std::vector<Shape> streamed;
+    double largest = 0;
     for (const Shape& s : shapes) {
-      if (kv_cache_bytes(s) > d.dram_above_bytes) streamed.push_back(s);
+      if (!d.from_dram(kv_cache_bytes(s))) continue;
+      streamed.push_back(s);
+      largest = std::max(largest, kv_cache_bytes(s));
     }
+    std::vector<Timing> timings[2];
     for (const int threads : {1, 2}) {
       options.threads = threads;
-      std::vector<Timing> in_turns = time_decodes_in_turns(streamed, 1, options, 2, repeat);
+      std::vector<Timing> in_turns =
+          time_decodes_in_turns(streamed, 1, options, 2, repeat_for(largest));
       std::size_t next = 0;
       for (const Shape& s : shapes) {
-        timings[threads - 1].push_back(kv_cache_bytes(s) > d.dram_above_bytes
+        const double bytes = kv_cache_bytes(s);
+        timings[threads - 1].push_back(d.from_dram(bytes)
                                            ? std::move(in_turns[next++])
-                                           : time_decode(s, 1, options, 2, repeat));
+                                           : time_decode(s, 1, options, 2, repeat_for(bytes)));
       }
     }
     for (std::size_t i = 0; i < shapes.size(); ++i) {

@@ -99,6 +99,10 @@ struct DecodeReport {
   std::vector<BandwidthPoint> bandwidths;
   double dram_above_bytes = 64.0 * 1048576;  // caches larger than this compare against DRAM
   double elapsed_seconds = 0;
+
+  // Whether a cache of kv_bytes is streamed from DRAM at every step: compared with the DRAM
+  // read bandwidth, and timed in turns with the other dtypes' caches of its S_k.
+  bool from_dram(double kv_bytes) const { return kv_bytes > dram_above_bytes; }
 };
 
 // Dense attention with q, k, v and out all in one dtype (f32, bf16 or f16), same shape as the

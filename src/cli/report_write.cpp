@@ -229,7 +229,7 @@ void fit_and_crossover_tables(std::ostream& md, const ReportConfig& c,
 // The bandwidth a decode point is compared with: DRAM for caches larger than
 // dram_above_bytes, otherwise the cache-resident one, at the same thread count.
 const BandwidthPoint* matching_bandwidth(const DecodeReport& d, const DecodePoint& p) {
-  const std::string kind = p.kv_bytes > d.dram_above_bytes ? "dram" : "cache";
+  const std::string kind = d.from_dram(p.kv_bytes) ? "dram" : "cache";
   for (const BandwidthPoint& b : d.bandwidths) {
     if (b.kind == kind && b.threads == p.threads) return &b;
   }
@@ -248,7 +248,10 @@ void decode_table(std::ostream& md, const DecodeReport& d) {
         "over that time, and % is of the read bandwidth "
         "measured by summing a float array at the same thread count (the DRAM figure for caches "
         "larger than "
-     << fixed(d.dram_above_bytes / 1048576.0, 0) << " MiB, else the cache-resident one). Took "
+     << fixed(d.dram_above_bytes / 1048576.0, 0)
+     << " MiB, else the cache-resident one). The caches larger than that of one S_k and thread "
+        "count are timed in turns (each round runs each dtype once), so their ratios do not "
+        "follow the host's swings; the others alone. Took "
      << fixed(d.elapsed_seconds, 1) << " s.\n\n"
      << "| S_k | K/V dtype | threads | K+V MiB | ms/token | K+V GB/s | % of read bandwidth |\n"
      << "|---:|---|---:|---:|---:|---:|---:|\n";

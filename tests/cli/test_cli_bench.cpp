@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "src/cli/measure.hpp"
 #include "tests/cli/cli_fixture.hpp"
 #include "tests/support/sanitizers.hpp"
 
@@ -46,13 +47,31 @@ TEST_F(CliTest, BenchSeqQRunsThroughAKvCache) {
   EXPECT_NE(bad.err.find("--seq-q"), std::string::npos) << bad.err;
 }
 
+// time_decodes_in_turns (the report's DRAM rows): every shape timed once per round, each
+// over its own cache (the record's compute path says which), and no shapes, no timings.
+TEST(DecodeTiming, InTurnsTimesEveryShapeInEveryRound) {
+  cli::Shape bf16{1, 4, 2, 200, 16, 16};
+  bf16.kv_dtype = DType::kBF16;
+  cli::Shape i8 = bf16;
+  i8.kv_dtype = DType::kI8;
+  const std::vector<cli::Timing> t = cli::time_decodes_in_turns({bf16, i8}, 1, {}, 1, 3);
+  ASSERT_EQ(t.size(), 2u);
+  for (const cli::Timing& x : t) {
+    EXPECT_EQ(x.seconds.size(), 3u);
+    EXPECT_GT(x.median_seconds, 0.0);
+  }
+  EXPECT_EQ(t[0].record.compute_path, "fp32");
+  EXPECT_TRUE(t[1].record.compute_path.starts_with("int8")) << t[1].record.compute_path;
+  EXPECT_TRUE(cli::time_decodes_in_turns({}, 1, {}, 1, 3).empty());
+}
+
 // The decode kernel's prefetch level can be forced (the same output: only the speed differs),
-// and anything but l1 or l2 stops the run with an Error naming the variable.
+// and anything but l1, l2 or auto stops the run with an Error naming the variable.
 TEST_F(CliTest, BenchDecodeTakesAPrefetchLevelFromTheEnvironment) {
   const std::string args =
       "bench --json --heads 4 --kv-heads 2 --seq 700 --seq-q 1 --dim 16 "
       "--kv-dtype i8 --repeat 1 --warmup 0";
-  for (const char* level : {"l1", "l2"}) {
+  for (const char* level : {"l1", "l2", "auto", ""}) {
     ::setenv("SEQATTN_DECODE_PREFETCH", level, 1);
     const Result r = run(args);
     EXPECT_EQ(r.exit_code, 0) << level << ": " << r.err;
@@ -62,7 +81,7 @@ TEST_F(CliTest, BenchDecodeTakesAPrefetchLevelFromTheEnvironment) {
   ::unsetenv("SEQATTN_DECODE_PREFETCH");
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("SEQATTN_DECODE_PREFETCH"), std::string::npos) << bad.err;
-  EXPECT_NE(bad.err.find("l1 or l2"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("l1, l2, auto or unset"), std::string::npos) << bad.err;
 }
 
 // Shapes from the command line are checked before anything is sized from them: an Error (exit

@@ -101,7 +101,7 @@ void check_case(const testing::VariantTestCase& c, Fp32Precision precision, std:
   const std::size_t staged_from = (*f32 + 63) / 64 * 64;
   bool wrote = false;
   for (std::size_t i = staged_from; i < *need; ++i)
-    wrote = wrote || ws.bytes()[i] != std::byte{0xff};
+    wrote = wrote || ws.bytes()[i] != GuardedWorkspace::kUnwritten;
   EXPECT_TRUE(wrote) << "the copies were not staged in the workspace";
   EXPECT_TRUE(ws.guard_intact()) << "a run wrote past its workspace";
 }

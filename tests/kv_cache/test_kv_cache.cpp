@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kv_cache_support.hpp"
+#include "tests/support/guarded_workspace.hpp"
 #include "tests/support/plan_call.hpp"
 #include "tests/support/variant_test_rows.hpp"
 #include "tests/variants/target_loop.hpp"
@@ -193,12 +194,9 @@ TEST(KvCache, OnePlanFromEightThreadsEqualsSerialRuns) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
-      std::vector<std::byte> workspace(plan.workspace_bytes() + 64);
-      auto* aligned = reinterpret_cast<std::byte*>(
-          (reinterpret_cast<std::uintptr_t>(workspace.data()) + 63) / 64 * 64);
+      const testing::GuardedWorkspace workspace(plan.workspace_bytes());
       for (int rep = 0; rep < 5; ++rep) {
-        plan.run(q[t].cview(), cache, parallel[t].view,
-                 {.workspace = {aligned, plan.workspace_bytes()}});
+        plan.run(q[t].cview(), cache, parallel[t].view, {.workspace = workspace.bytes()});
       }
     });
   }

@@ -9,6 +9,7 @@
 
 #include "kv_cache_support.hpp"
 #include "src/kernel/decode/prefetch_level.hpp"
+#include "tests/support/guarded_workspace.hpp"
 
 namespace seqattn {
 namespace {
@@ -150,12 +151,11 @@ TEST(KvCacheErrors, AttentionBadArguments) {
   std::vector<std::byte> small(good.workspace_bytes() / 2 + 64);
   expect_error([&] { good.run(f.q.cview(), f.cache, f.out.view, {.workspace = small}); },
                "workspace.size()", ErrorKind::kInvalidArgument);
-  std::vector<std::byte> big(good.workspace_bytes() + 128);
-  std::byte* misaligned = big.data() + (64 - reinterpret_cast<std::uintptr_t>(big.data()) % 64) + 4;
+  const testing::GuardedWorkspace big(good.workspace_bytes() + 64);  // room for a misaligned start
   expect_error(
       [&] {
         good.run(f.q.cview(), f.cache, f.out.view,
-                 {.workspace = {misaligned, good.workspace_bytes()}});
+                 {.workspace = big.bytes().subspan(4, good.workspace_bytes())});
       },
       "workspace.data()", ErrorKind::kInvalidArgument);
   expect_error(  // a null address with a size (0 is "aligned" but no memory)
@@ -243,7 +243,9 @@ TEST(DecodePrefetch, LevelFollowsTheCpuTableAndTheEnvironment) {
   EXPECT_EQ(detail::choose_decode_prefetch_level(nullptr, intel), CacheLevel::kL2);
   EXPECT_EQ(detail::choose_decode_prefetch_level("l1", intel), CacheLevel::kL1);
   EXPECT_EQ(detail::choose_decode_prefetch_level("l2", zen5), CacheLevel::kL2);
-  for (const char* bad : {"", "L1", "l3", "l1 "}) {
+  EXPECT_EQ(detail::choose_decode_prefetch_level("", zen5), CacheLevel::kL1);  // as unset
+  EXPECT_EQ(detail::choose_decode_prefetch_level("auto", zen4), CacheLevel::kL2);
+  for (const char* bad : {"L1", "l3", "l1 ", "AUTO"}) {
     expect_error([&] { detail::choose_decode_prefetch_level(bad, zen5); },
                  detail::kDecodePrefetchEnv, ErrorKind::kInvalidArgument);
   }

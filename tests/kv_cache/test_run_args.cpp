@@ -525,12 +525,10 @@ TEST(RunArgs, QkvWorkspaceRefusals) {
     }
     const testing::ScopedComputePath forced("amx-emulated");
     ASSERT_GT(*rounding.qkv_workspace_bytes(f32), fp32_bytes);
-    std::vector<std::byte> larger(fp32_bytes + 64);
-    std::byte* at =
-        larger.data() + (64 - reinterpret_cast<std::uintptr_t>(larger.data()) % 64) % 64;
+    const testing::GuardedWorkspace larger(fp32_bytes);
     expect_error(
         [&] {
-          rounding.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = {at, fp32_bytes}});
+          rounding.run(q.cview(), k.cview(), k.cview(), out.view, {.workspace = larger.bytes()});
         },
         "workspace.size()", ErrorKind::kInvalidArgument);
   }

@@ -76,7 +76,7 @@ void ExpectSteadyTileRuns(const GuardedWorkspace& ws, std::initializer_list<Owne
   }
   long after_first = 0;
   for (int r = 0; r < 4; ++r) {
-    std::fill(bytes.begin(), bytes.end(), std::byte{0xff});
+    ws.refill();
     RunRecord record;
     const long n = allocations_of([&] { record = run(bytes); });
     if (r > 0) after_first += n;

@@ -23,19 +23,18 @@ class GuardedWorkspace {
   GuardedWorkspace(const GuardedWorkspace&) = delete;
   GuardedWorkspace& operator=(const GuardedWorkspace&) = delete;
 
+  static constexpr std::byte kUnwritten{0xff};
+
+  // The workspace's bytes (the object owns them; a run writes through this span).
   std::span<std::byte> bytes() const { return ws_; }
-  // Every byte 0xff again, as before the first run.
-  void refill() { std::fill(ws_.begin(), ws_.end(), kUnwritten); }
-  // Whether some byte differs from 0xff (a run wrote to its workspace).
-  bool written() const {
-    return std::any_of(ws_.begin(), ws_.end(), [](std::byte b) { return b != kUnwritten; });
-  }
+  // Every byte kUnwritten again, as before the first run.
+  void refill() const { std::fill(ws_.begin(), ws_.end(), kUnwritten); }
   bool guard_intact() const {
     return std::all_of(ws_.end(), ws_.end() + kGuard, [](std::byte b) { return b == kGuardByte; });
   }
 
  private:
-  static constexpr std::byte kUnwritten{0xff}, kGuardByte{0xab};
+  static constexpr std::byte kGuardByte{0xab};
   std::vector<std::byte> storage_;
   std::span<std::byte> ws_;
 };

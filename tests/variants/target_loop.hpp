@@ -40,10 +40,11 @@ struct WorstError {
 };
 inline WorstError worst_error;
 
-// A program linked against seqattn_xsimd (an "xsimd." twin, tests/CMakeLists.txt) is there for
-// the xsimd flash kernel, which Highway's targets do not change; its other kernels are the
-// per-target code its Highway twin visits on every target. So it visits the best target only
-// (the twins took 22 s of the release suite when each of them visited all of them).
+// A program linked against seqattn_xsimd (an "xsimd." twin, tests/CMakeLists.txt, or any test
+// of the `scripts/build xsimd` flavour) is there for the xsimd flash kernel, which Highway's
+// targets do not change; its other kernels are the per-target code the Highway build visits on
+// every target. So it visits the best target only (the twins took 22 s of the release suite
+// when each of them visited all of them).
 inline bool flash_kernel_ignores_highway_targets() { return simd_target().starts_with("xsimd:"); }
 
 template <class Fn>

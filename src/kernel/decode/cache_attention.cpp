@@ -14,7 +14,6 @@
 
 #include "src/kernel/decode/cache_attention.hpp"
 #include "src/kernel/decode/int8_products_avx512vnni.hpp"
-#include "src/kernel/decode/prefetch_level.hpp"
 #include "src/kernel/flash_kernel_deps.hpp"
 #include "src/runtime/cpu_features.hpp"
 #include "src/runtime/element_types.hpp"

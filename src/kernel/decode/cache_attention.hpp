@@ -13,6 +13,7 @@
 #include "seqattn/tensor.hpp"
 #include "src/kernel/decode/packed_kv.hpp"
 #include "src/runtime/positional.hpp"
+#include "src/simd/prefetch.hpp"
 
 namespace seqattn::detail {
 
@@ -57,6 +58,10 @@ struct CacheProblem {
   // new queries, rows 0.. of its S_q; null = S_q each. Rows past a sequence's count are
   // padding the kernel never visits.
   const std::int64_t* query_lengths = nullptr;
+
+  // The cache the kernel's prefetches of the next blocks fill (decode_prefetch_level(), per
+  // CPU): speed only, never a result.
+  simd::CacheLevel prefetch_level = simd::CacheLevel::kL2;
 
   std::int64_t seq_q() const { return q.shape[2]; }
   std::int64_t seq_q(std::int64_t b) const {

@@ -68,7 +68,6 @@ template <class Ops, class Elem>
 void CacheAttention(const CacheProblem& p, float* workspace) {
   const CacheSplit& split = p.split;
   const bool vnni = UseVnni<Elem>();
-  const simd::CacheLevel level = decode_prefetch_level();  // may throw: before any write
   const bool merge = split.chunk_keys != 0;
   const std::int64_t tiles = p.kv.batch * p.kv.heads_kv * split.row_tiles;
   const std::int64_t items = tiles * split.chunks;
@@ -114,7 +113,7 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
   // loop, and a decode step must not allocate.
   const int team = static_cast<int>(std::min<std::int64_t>(p.threads, items));
   if (team <= 1) {
-    CacheWorker<Ops, Elem> worker(p, workspace, vnni, level);
+    CacheWorker<Ops, Elem> worker(p, workspace, vnni);
     for (std::int64_t it = 0; it < items; ++it) item(worker, it);
     if (merge) {
       for (std::int64_t tile = 0; tile < tiles; ++tile) merge_tile(worker, 0, tile);
@@ -125,7 +124,7 @@ void CacheAttention(const CacheProblem& p, float* workspace) {
 #pragma omp parallel num_threads(team)
   {
     const int thread = omp_get_thread_num();
-    CacheWorker<Ops, Elem> worker(p, workspace + thread * layout.total, vnni, level);
+    CacheWorker<Ops, Elem> worker(p, workspace + thread * layout.total, vnni);
 #pragma omp for schedule(dynamic, grab)
     for (std::int64_t it = 0; it < items; ++it) item(worker, it);
     if (merge) {

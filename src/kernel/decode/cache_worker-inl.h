@@ -35,16 +35,14 @@ class CacheWorker {
   static constexpr bool kQuantized = std::is_same_v<Elem, std::int8_t>;
 
   // vnni: the int8 products run on QuadDot64Avx512Vnni and PairDotAvx512Vnni (an AVX-512
-  // target on a CPU with VNNI). prefetch_level: the cache the next blocks are asked into
-  // (decode_prefetch_level()).
-  CacheWorker(const CacheProblem& p, float* scratch, bool vnni, simd::CacheLevel prefetch_level)
+  // target on a CPU with VNNI).
+  CacheWorker(const CacheProblem& p, float* scratch, bool vnni)
       : p_(p),
         layout_(p.split.row_tile, p.kv.dim, p.kv.dv_pad),
         scratch_(scratch),
         rope_(rope_of(p.positional)),
         alibi_(p.positional != nullptr && p.positional->has_alibi() ? p.positional : nullptr),
-        vnni_(vnni),
-        prefetch_level_(prefetch_level) {}
+        vnni_(vnni) {}
 
   // Rows [r0, r0 + n) of (b, hk) over keys [k0, k1) (absolute positions): leaves the
   // unnormalised output, running max (log2 units) and running sums in the scratch.
@@ -224,19 +222,17 @@ class CacheWorker {
     // buffers. The distance is constant in bytes (32 KiB of K at D = 128), so a 16-bit cache
     // looks two blocks ahead: one block measured 11.6 ms (bf16) / 9.7 ms (f16), two 9.0 / 8.4,
     // while two blocks for f32 gained nothing (21.8 vs 21.4 ms). Past the end the distance is 0.
-    // The requests go to the level of prefetch_level.cpp's table: L2 took bf16 from 12.5 to
-    // 6.5 ms and int8 from 7.4 to 5.6 ms at S_k 32768 on one Zen 4 thread; Zen 5 streams faster
-    // with L1.
+    // The requests fill the cache of prefetch_level.cpp's table (L2 or L1 per CPU, measured).
     const std::int64_t next = j0 + kKvBlock * static_cast<std::int64_t>(4 / sizeof(Elem));
     const bool ahead = next < p_.kv.length(b_);
     prefetch_k_ = {ahead ? p_.kv.template key_block<Elem>(b_, hk_, next) -
                                p_.kv.template key_block<Elem>(b_, hk_, j0)
                          : 0,
-                   prefetch_level_};
+                   p_.prefetch_level};
     prefetch_v_ = {ahead ? p_.kv.template value_block<Elem>(b_, hk_, next) -
                                p_.kv.template value_block<Elem>(b_, hk_, j0)
                          : 0,
-                   prefetch_level_};
+                   p_.prefetch_level};
     if constexpr (kQuantized) {  // the tile's 64-byte-aligned run of scales
       k_scales_ = p_.kv.key_scales(b_, hk_, j0) + j0 % kKvBlock;
       v_scales_ = p_.kv.value_scales(b_, hk_, j0) + j0 % kKvBlock;
@@ -263,7 +259,7 @@ class CacheWorker {
     for (const float* scales :
          {p_.kv.key_scales(b_, hk_, next), p_.kv.value_scales(b_, hk_, next)}) {
       for (std::int64_t i = 0; i < kKvBlock; i += 64 / sizeof(float)) {
-        simd::PrefetchLine(scales + i, prefetch_level_);
+        simd::PrefetchLine(scales + i, p_.prefetch_level);
       }
     }
   }
@@ -451,7 +447,6 @@ class CacheWorker {
   std::int64_t angles_position_ = 0;
   std::array<std::int64_t, 4> prepared_rows_{-1, -1, -1, -1};  // (b, hk, r0, n) of q() / q8()
   bool vnni_;
-  simd::CacheLevel prefetch_level_;
   std::array<float, kCacheRowTile> q_scale_{};  // int8: each query row's scale and sum
   std::array<std::int32_t, kCacheRowTile> q_sum_{};
   std::array<std::int16_t, CacheScratchLayout::kMaxRows * kKvBlock> w16_{};  // int8: P as int16

@@ -16,16 +16,16 @@ namespace seqattn::detail {
 //    bf16 4.30 → 3.84 and 4.68 → 4.35 ms; the paged bench (32 × 512..8192, bf16, two
 //    threads) 19.14 → 17.93 and 21.59 → 20.58 ms.
 //  - Zen 4 (family 25): L2. L1 requests each held one of the core's few miss buffers until the
-//    line came: one thread's bf16 step at S_k 32768 took 12.5 ms, 6.5 ms into L2.
+//    line came: one thread's bf16 step at S_k 32768 took 12.5 ms, 6.3-6.5 ms into L2.
 //  - Intel (Sapphire Rapids) not measured yet: L2, what Zen 4 measured.
 simd::CacheLevel choose_decode_prefetch_level(const char* setting, const CpuFeatures& cpu) {
-  if (setting != nullptr) {
-    const std::string_view value = setting;
-    if (value == "l1") return simd::CacheLevel::kL1;
-    if (value == "l2") return simd::CacheLevel::kL2;
-    throw Error(ErrorKind::kInvalidArgument, kDecodePrefetchEnv, "l1 or l2 (or unset)",
+  const std::string_view value = setting == nullptr ? "" : setting;
+  if (value == "l1") return simd::CacheLevel::kL1;
+  if (value == "l2") return simd::CacheLevel::kL2;
+  if (!value.empty() && value != "auto") {
+    throw Error(ErrorKind::kInvalidArgument, kDecodePrefetchEnv, "l1, l2, auto or unset",
                 "'" + std::string(value) + "'",
-                "unset it to take this CPU's measured level, or set l1 or l2");
+                "unset it (or auto) to take this CPU's measured level, or set l1 or l2");
   }
   const bool zen5 = cpu.vendor == CpuVendor::kAmd && cpu.family == 26;
   return zen5 ? simd::CacheLevel::kL1 : simd::CacheLevel::kL2;

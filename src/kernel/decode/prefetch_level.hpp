@@ -8,11 +8,13 @@
 
 namespace seqattn::detail {
 
-// The environment variable that overrides the table: "l1" or "l2" (read once per process).
+// The environment variable that overrides the table: "l1" or "l2"; "auto" or empty is unset.
+// Read at the first decode run and kept for the process (a later setenv changes nothing).
 inline constexpr const char* kDecodePrefetchEnv = "SEQATTN_DECODE_PREFETCH";
 
-// The rule: `setting` is the variable's value (null when unset); anything but l1 or l2 is an
-// Error naming the variable. Unset, AMD family 26 (Zen 5) takes L1, every other CPU L2.
+// The rule: `setting` is the variable's value (null when unset); anything but l1, l2, auto or
+// empty is an Error naming the variable. Unset, AMD family 26 (Zen 5) takes L1, every other
+// CPU L2.
 simd::CacheLevel choose_decode_prefetch_level(const char* setting, const CpuFeatures& cpu);
 
 // This process's level (the rule over this CPU and the environment, decided at first use; a bad
