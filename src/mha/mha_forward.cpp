@@ -281,10 +281,7 @@ MhaRecord MultiHeadAttention::run_forward(const SequenceView<const float>& xq,
       path != detail::ComputePath::kFp32 ? Fp32Precision::kBf16 : m.config.fp32_precision;
   const AttentionPlan& plan = m.plan_for(detail::shape_of(qv, kvw, vv, ov), mask.causal, precision);
   // The mask's key lengths, keep mask and bias, and the weights, as views: nothing is copied.
-  RunArgs args;
-  args.key_lengths = mask.key_lengths;
-  args.keep = mask.keep;
-  args.bias = mask.bias;
+  RunArgs args = detail::run_args(mask);
   args.weights = weights;
   // The plan's workspace where its q/k/v runs take one (every variant on any path, with
   // the copies fp32_precision rounds, and the weights pass's scratch when weights are asked

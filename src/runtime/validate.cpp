@@ -266,11 +266,16 @@ AttentionOptions plan_options(const AttentionOptions& options) {
   return planned;
 }
 
-RunArgs run_args(const AttentionOptions& options) {
+RunArgs run_args(const Mask& mask) {
   RunArgs args;
-  args.key_lengths = options.mask.key_lengths;
-  args.keep = options.mask.keep;
-  args.bias = options.mask.bias;
+  args.key_lengths = mask.key_lengths;
+  args.keep = mask.keep;
+  args.bias = mask.bias;
+  return args;
+}
+
+RunArgs run_args(const AttentionOptions& options) {
+  RunArgs args = run_args(options.mask);
   args.lse = options.lse;
   args.weights = options.weights;
   return args;

@@ -95,6 +95,8 @@ Problem plan_problem(const AttentionShape& shape, const AttentionOptions& option
 // its run arguments (views of options' key lengths, masks and outputs: keep options alive).
 AttentionOptions plan_options(const AttentionOptions& options);
 RunArgs run_args(const AttentionOptions& options);
+// The mask's per-call parts (key lengths, keep, bias) as run arguments: views, nothing copied.
+RunArgs run_args(const Mask& mask);
 
 // Binds the run's key lengths, keep mask and bias to a planned problem, checked against its
 // extents (B lengths in [0, S_k]; [B or 1, H_q or 1, S_q, S_k] views).
