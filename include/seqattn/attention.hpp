@@ -27,6 +27,11 @@ struct RunRecord {
   // "amx-bf16" or "avx512-bf16"; over an int8 KV cache "int8-vnni" or "int8", Q·Kᵀ in
   // integers (docs/architecture.md, "Compute paths" and "int8 KV").
   std::string_view compute_path = "fp32";
+  // Over a KV cache (KvCache or PagedKvCache): the cache the decode kernel's software
+  // prefetches filled, "l1" or "l2" (chosen per CPU, or SEQATTN_DECODE_PREFETCH;
+  // docs/architecture.md, "Attention over a KV cache"). It changes no result, only the speed.
+  // Empty for a run over q, k and v.
+  std::string_view decode_prefetch;
   // Owns the text `reason` views (shared with the plan that ran); null for a default record.
   std::shared_ptr<const std::string> reason_storage;
 };

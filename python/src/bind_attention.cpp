@@ -270,6 +270,12 @@ void register_record(py::module_& m) {
       .def_readonly("threads", &RunRecord::threads)
       .def_readonly("simd_target", &RunRecord::simd_target)
       .def_readonly("compute_path", &RunRecord::compute_path)
+      // "l1" or "l2" over a KV cache, None for a run over q, k, v.
+      .def_property_readonly("decode_prefetch",
+                             [](const RunRecord& r) -> py::object {
+                               if (r.decode_prefetch.empty()) return py::none();
+                               return py::str(std::string(r.decode_prefetch));
+                             })
       .def("__repr__", [](const RunRecord& r) {
         return "RunRecord(variant='" + std::string(to_string(r.variant)) +
                "', seconds=" + std::to_string(r.seconds) + ", flops=" + std::to_string(r.flops) +

@@ -13,6 +13,7 @@
 #include "src/api/paged_kv_cache_access.hpp"
 #include "src/api/plan_state.hpp"
 #include "src/kernel/compute_path.hpp"
+#include "src/kernel/decode/prefetch_level.hpp"
 #include "src/kernel/softmax_attention_cost.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/runtime/staging.hpp"
@@ -367,6 +368,7 @@ RunRecord run_over_cache(const detail::PlanState& st, const AnyConstTensor& q, c
   staging.finish();
   RunRecord record = record_of(st, detail::cache_cost(cp), detail::cache_team(cp), start, path);
   record.compute_path = detail::cache_compute_path(kv.dtype);
+  record.decode_prefetch = detail::to_string(cp.prefetch_level);
   return record;
 }
 

@@ -134,14 +134,15 @@ void bench(BenchFlags f) {
     if (f.seq_q_opt->count() > 0) {
       std::printf(
           "%s over a %s KV cache  B=%lld H=%lld H_kv=%lld S_q=%lld S_k=%lld D=%lld: median %.3f "
-          "ms, K+V %.2f GB/s, %.2f GFLOP/s (%d threads, %s, %s compute)\n",
+          "ms, K+V %.2f GB/s, %.2f GFLOP/s (%d threads, %s, %s compute, prefetch into %s)\n",
           std::string(to_string(t.record.variant)).c_str(),
           std::string(to_string(f.shape.kv_dtype)).c_str(), static_cast<long long>(f.shape.batch),
           static_cast<long long>(f.shape.heads), static_cast<long long>(f.shape.kv_heads),
           static_cast<long long>(f.seq_q), static_cast<long long>(f.shape.seq),
           static_cast<long long>(f.shape.dim), t.median_seconds * 1e3,
           kv_cache_bytes(f.shape) / t.median_seconds * 1e-9, t.gflops(), t.record.threads,
-          std::string(t.record.simd_target).c_str(), std::string(t.record.compute_path).c_str());
+          std::string(t.record.simd_target).c_str(), std::string(t.record.compute_path).c_str(),
+          std::string(t.record.decode_prefetch).c_str());
       return;
     }
     std::printf(

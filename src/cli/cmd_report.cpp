@@ -297,7 +297,8 @@ void run_paged_decode(const ReportConfig& c, DecodeReport& d) {
                  t.timing.median_seconds,
                  static_cast<int>(t.timing.seconds.size()),
                  t.kv_bytes,
-                 t.probe.gbps()};
+                 t.probe.gbps(),
+                 std::string(t.timing.record.decode_prefetch)};
     d.paged.push_back(p);
     char line[200];
     std::snprintf(line, sizeof line,
@@ -321,6 +322,7 @@ void add_decode_point(DecodeReport& d, const Shape& s, int threads, const Timing
   p.runs = static_cast<int>(t.seconds.size());
   p.kv_bytes = kv_cache_bytes(s);
   p.simd_target = t.record.simd_target;
+  p.prefetch = t.record.decode_prefetch;
   d.points.push_back(p);
   char line[200];
   std::snprintf(line, sizeof line,

@@ -212,7 +212,9 @@ nlohmann::json record_json(const RunRecord& r) {
           {"bytes", r.bytes},
           {"threads", r.threads},
           {"simd_target", r.simd_target},
-          {"compute_path", r.compute_path}};
+          {"compute_path", r.compute_path},
+          {"decode_prefetch",
+           r.decode_prefetch.empty() ? nlohmann::json() : nlohmann::json(r.decode_prefetch)}};
 }
 
 void add_fp32_precision_flag(CLI::App& cmd, std::string& value) {
@@ -228,7 +230,9 @@ std::string record_line(const RunRecord& r) {
                 r.seconds * 1e3, r.seconds > 0 ? r.flops / r.seconds * 1e-9 : 0.0, r.threads,
                 r.threads == 1 ? "" : "s", std::string(r.simd_target).c_str(),
                 std::string(r.compute_path).c_str());
-  return std::string(to_string(r.variant)) + " (" + std::string(r.reason) + "): " + text;
+  const std::string prefetch =
+      r.decode_prefetch.empty() ? "" : ", prefetch into " + std::string(r.decode_prefetch);
+  return std::string(to_string(r.variant)) + " (" + std::string(r.reason) + "): " + text + prefetch;
 }
 
 }  // namespace seqattn::cli

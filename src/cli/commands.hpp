@@ -23,7 +23,7 @@ void add_report_command(CLI::App& app);
 void add_mha_command(CLI::App& app);
 
 // The run record as JSON (variant, reason, ms, gflops, flops, bytes, threads, simd_target,
-// compute_path).
+// compute_path, decode_prefetch: null for a run over q, k, v).
 nlohmann::json record_json(const RunRecord& record);
 // One line: "dense (requested explicitly): 1.23 ms, 45.6 GFLOP/s, 2 threads, highway:AVX3,
 // fp32 compute".

@@ -138,14 +138,14 @@ void bench_paged(const PagedBenchSpec& spec) {
   std::printf(
       "%s over a paged %s KV cache  %lld sequences of %lld..%lld tokens, H=%lld H_kv=%lld "
       "S_q=%lld D=%lld: median %.3f ms, K+V %.2f GB/s (%.0f%% of a %.0f MiB read probe, %.2f "
-      "GB/s), %.2f GFLOP/s (%d threads, %s)\n",
+      "GB/s), %.2f GFLOP/s (%d threads, %s, prefetch into %s)\n",
       std::string(to_string(t.record.variant)).c_str(), std::string(to_string(s.kv_dtype)).c_str(),
       static_cast<long long>(s.batch), static_cast<long long>(spec.min_len),
       static_cast<long long>(spec.max_len), static_cast<long long>(s.heads),
       static_cast<long long>(s.kv_heads), static_cast<long long>(spec.seq_q),
       static_cast<long long>(s.dim), t.median_seconds * 1e3, gbps, 100.0 * gbps / probe,
       p.kv_bytes / 1048576.0, probe, t.gflops(), t.record.threads,
-      std::string(t.record.simd_target).c_str());
+      std::string(t.record.simd_target).c_str(), std::string(t.record.decode_prefetch).c_str());
 }
 
 }  // namespace seqattn::cli

@@ -66,6 +66,7 @@ struct DecodePoint {
   int runs = 0;
   double kv_bytes = 0;  // bytes(dtype)·B·H_kv·S_k·(D + D_v): K and V read once per step
   std::string simd_target;
+  std::string prefetch;  // RunRecord::decode_prefetch: "l1" or "l2"
 
   double kv_gbps() const { return median_seconds > 0 ? kv_bytes / median_seconds * 1e-9 : 0; }
 };
@@ -89,6 +90,7 @@ struct PagedPoint {
   int runs = 0;
   double kv_bytes = 0;
   double probe_gbps = 0;
+  std::string prefetch;  // RunRecord::decode_prefetch
   double kv_gbps() const { return median_seconds > 0 ? kv_bytes / median_seconds * 1e-9 : 0; }
 };
 

@@ -236,6 +236,14 @@ const BandwidthPoint* matching_bandwidth(const DecodeReport& d, const DecodePoin
   return nullptr;
 }
 
+// Which cache the kernel's software prefetches filled: one level a process
+// (SEQATTN_DECODE_PREFETCH is read once), so the first row's record says it for every row.
+std::string prefetch_sentence(const DecodeReport& d) {
+  if (d.points.empty() || d.points.front().prefetch.empty()) return "";
+  return "The kernel's software prefetches filled " + d.points.front().prefetch +
+         " (RunRecord::decode_prefetch: this CPU's measured level, or SEQATTN_DECODE_PREFETCH). ";
+}
+
 void decode_table(std::ostream& md, const DecodeReport& d) {
   const Shape& s = d.shape;
   md << "\n## Decode against a KV cache\n\nOne new query per call (S_q = 1) against a KvCache "
@@ -251,8 +259,8 @@ void decode_table(std::ostream& md, const DecodeReport& d) {
      << fixed(d.dram_above_bytes / 1048576.0, 0)
      << " MiB, else the cache-resident one). The caches larger than that of one S_k and thread "
         "count are timed in turns (each round runs each dtype once), so their ratios do not "
-        "follow the host's swings; the others alone. Took "
-     << fixed(d.elapsed_seconds, 1) << " s.\n\n"
+        "follow the host's swings; the others alone. "
+     << prefetch_sentence(d) << "Took " << fixed(d.elapsed_seconds, 1) << " s.\n\n"
      << "| S_k | K/V dtype | threads | K+V MiB | ms/token | K+V GB/s | % of read bandwidth |\n"
      << "|---:|---|---:|---:|---:|---:|---:|\n";
   for (const DecodePoint& p : d.points) {
@@ -468,7 +476,8 @@ nlohmann::json decode_json(const DecodeReport& d) {
                           {"runs", p.runs},
                           {"kv_mb", p.kv_bytes / 1048576.0},
                           {"kv_gbps", p.kv_gbps()},
-                          {"probe_gbps", p.probe_gbps}});
+                          {"probe_gbps", p.probe_gbps},
+                          {"prefetch", p.prefetch}});
   }
   for (const DecodePoint& p : d.points) {
     const BandwidthPoint* b = matching_bandwidth(d, p);
@@ -485,7 +494,8 @@ nlohmann::json decode_json(const DecodeReport& d) {
          {"percent_of_bandwidth", b != nullptr && b->gbps > 0
                                       ? number_or_null(100.0 * p.kv_gbps() / b->gbps)
                                       : nlohmann::json()},
-         {"simd_target", p.simd_target}});
+         {"simd_target", p.simd_target},
+         {"prefetch", p.prefetch}});
   }
   for (const BandwidthPoint& b : d.bandwidths) {
     j["bandwidth"].push_back({{"kind", b.kind},

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/cli/measure.hpp"
@@ -75,6 +76,13 @@ TEST_F(CliTest, BenchDecodeTakesAPrefetchLevelFromTheEnvironment) {
     ::setenv("SEQATTN_DECODE_PREFETCH", level, 1);
     const Result r = run(args);
     EXPECT_EQ(r.exit_code, 0) << level << ": " << r.err;
+    // The record says the level the run used: the one set, or this CPU's for auto and "".
+    const std::string used = nlohmann::json::parse(r.out)["decode_prefetch"].get<std::string>();
+    if (std::string_view(level).starts_with('l')) {
+      EXPECT_EQ(used, level);
+    } else {
+      EXPECT_TRUE(used == "l1" || used == "l2") << used;
+    }
   }
   ::setenv("SEQATTN_DECODE_PREFETCH", "l3", 1);
   const Result bad = run(args);

@@ -2,9 +2,11 @@
 // and leaves the cache (lengths and contents) and out untouched.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kv_cache_support.hpp"
@@ -249,6 +251,33 @@ TEST(DecodePrefetch, LevelFollowsTheCpuTableAndTheEnvironment) {
     expect_error([&] { detail::choose_decode_prefetch_level(bad, zen5); },
                  detail::kDecodePrefetchEnv, ErrorKind::kInvalidArgument);
   }
+}
+
+// The level a run used is in its record: this process's (the CPU's row of the table, or
+// SEQATTN_DECODE_PREFETCH as ctest left it) for a KvCache and a PagedKvCache, none for q/k/v.
+TEST(DecodePrefetch, RecordsSayTheLevelTheirRunUsed) {
+  const char* setting = std::getenv(detail::kDecodePrefetchEnv);
+  const std::string_view expected =
+      detail::to_string(detail::choose_decode_prefetch_level(setting, detail::cpu_features()));
+  ASSERT_TRUE(expected == "l1" || expected == "l2") << expected;
+  constexpr std::int64_t kHeads = 4, kKv = 2, kDim = 16, kLen = 70;
+  OwnedTensor q = make_zeros(1, kHeads, 1, kDim), out = make_zeros(1, kHeads, 1, kDim),
+              k = make_zeros(1, kKv, kLen, kDim);
+  k.storage.assign(k.storage.size(), 0.25f);
+  KvCache cache({1, kKv, kLen, kDim, kDim});
+  cache.append(k.cview(), k.cview());
+  const RunRecord over_cache =
+      make_plan(cache_shape(cache.shape(), kHeads, 1), {}).run(q.cview(), cache, out.view);
+  EXPECT_EQ(over_cache.decode_prefetch, expected);
+  PagedKvCache pool({kKv, kDim, kDim, 2});
+  const PagedKvCache::SequenceId id = pool.add();
+  pool.append(id, k.cview(), k.cview());
+  const std::vector<PagedKvCache::SequenceId> ids{id};
+  const RunRecord paged = make_plan(paged_shape(pool.shape(), 1, kHeads, 1, kLen), {})
+                              .run(q.cview(), pool, ids, out.view);
+  EXPECT_EQ(paged.decode_prefetch, expected);
+  const RunRecord dense = attend(q.cview(), k.cview(), k.cview(), out.view);
+  EXPECT_TRUE(dense.decode_prefetch.empty()) << dense.decode_prefetch;
 }
 
 }  // namespace

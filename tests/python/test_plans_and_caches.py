@@ -130,6 +130,25 @@ def test_appends_and_runs_from_two_threads(rng):
     np.testing.assert_allclose(p.run(q, cache=cache), reference(q, k, v), atol=2e-6)
 
 
+def test_records_say_which_cache_the_decode_prefetches_filled(rng):
+    """A run over a KvCache or a PagedKvCache records the decode kernel's prefetch level (one
+    per process: this CPU's, or SEQATTN_DECODE_PREFETCH's); a run over q, k, v has none."""
+    q, k = randn(rng, 1, 2, 1, 8), randn(rng, 1, 2, 70, 8)
+    _, rec = seqattn.plan(heads_q=2, seq_q=1, seq_k=70, dim=8).run(q, k, k, return_record=True)
+    assert rec.decode_prefetch is None
+    cache = seqattn.KvCache(1, 2, 70, 8)
+    cache.append(k, k)
+    _, rec_cache = seqattn.plan(cache=cache, heads_q=2, seq_q=1).run(q, cache=cache,
+                                                                    return_record=True)
+    pool = seqattn.PagedKvCache(2, 8, blocks=2)
+    seq = pool.add()
+    pool.append(seq, k, k)
+    _, rec_paged = seqattn.plan(cache=pool, heads_q=2, seq_q=1, max_length=70).run(
+        q, cache=pool, sequences=[seq], return_record=True)
+    assert rec_cache.decode_prefetch in ("l1", "l2")
+    assert rec_paged.decode_prefetch == rec_cache.decode_prefetch
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8"])
 def test_a_paged_batch_equals_each_sequence_alone(rng, dtype):
     """Sequences of different lengths in one pool (one forked from another), run as one batch,

@@ -31,6 +31,10 @@ simd::CacheLevel choose_decode_prefetch_level(const char* setting, const CpuFeat
   return zen5 ? simd::CacheLevel::kL1 : simd::CacheLevel::kL2;
 }
 
+std::string_view to_string(simd::CacheLevel level) {
+  return level == simd::CacheLevel::kL1 ? "l1" : "l2";
+}
+
 simd::CacheLevel decode_prefetch_level() {
   // Once: a decode step must not take the environment's lock, and the level is the process's.
   static const simd::CacheLevel level =

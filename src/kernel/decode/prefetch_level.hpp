@@ -3,6 +3,8 @@
 // fast a step streams the cache from DRAM.
 #pragma once
 
+#include <string_view>
+
 #include "src/runtime/cpu_features.hpp"
 #include "src/simd/prefetch.hpp"
 
@@ -16,6 +18,9 @@ inline constexpr const char* kDecodePrefetchEnv = "SEQATTN_DECODE_PREFETCH";
 // empty is an Error naming the variable. Unset, AMD family 26 (Zen 5) takes L1, every other
 // CPU L2.
 simd::CacheLevel choose_decode_prefetch_level(const char* setting, const CpuFeatures& cpu);
+
+// "l1" or "l2": RunRecord::decode_prefetch, and what SEQATTN_DECODE_PREFETCH takes.
+std::string_view to_string(simd::CacheLevel level);
 
 // This process's level (the rule over this CPU and the environment, decided at first use; a bad
 // value throws at every call and nothing is remembered).
