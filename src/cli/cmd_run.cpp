@@ -230,9 +230,7 @@ std::string record_line(const RunRecord& r) {
                 r.seconds * 1e3, r.seconds > 0 ? r.flops / r.seconds * 1e-9 : 0.0, r.threads,
                 r.threads == 1 ? "" : "s", std::string(r.simd_target).c_str(),
                 std::string(r.compute_path).c_str());
-  const std::string prefetch =
-      r.decode_prefetch.empty() ? "" : ", prefetch into " + std::string(r.decode_prefetch);
-  return std::string(to_string(r.variant)) + " (" + std::string(r.reason) + "): " + text + prefetch;
+  return std::string(to_string(r.variant)) + " (" + std::string(r.reason) + "): " + text;
 }
 
 }  // namespace seqattn::cli

@@ -240,8 +240,10 @@ const BandwidthPoint* matching_bandwidth(const DecodeReport& d, const DecodePoin
 // (SEQATTN_DECODE_PREFETCH is read once), so the first row's record says it for every row.
 std::string prefetch_sentence(const DecodeReport& d) {
   if (d.points.empty() || d.points.front().prefetch.empty()) return "";
-  return "The kernel's software prefetches filled " + d.points.front().prefetch +
-         " (RunRecord::decode_prefetch: this CPU's measured level, or SEQATTN_DECODE_PREFETCH). ";
+  const std::string& level = d.points.front().prefetch;
+  return "The kernel prefetched the blocks ahead into " + std::string(level == "l1" ? "L1" : "L2") +
+         " (decode_prefetch " + level +
+         " in the JSON: this CPU's measured level, or SEQATTN_DECODE_PREFETCH's). ";
 }
 
 void decode_table(std::ostream& md, const DecodeReport& d) {
@@ -477,7 +479,7 @@ nlohmann::json decode_json(const DecodeReport& d) {
                           {"kv_mb", p.kv_bytes / 1048576.0},
                           {"kv_gbps", p.kv_gbps()},
                           {"probe_gbps", p.probe_gbps},
-                          {"prefetch", p.prefetch}});
+                          {"decode_prefetch", p.prefetch}});
   }
   for (const DecodePoint& p : d.points) {
     const BandwidthPoint* b = matching_bandwidth(d, p);
@@ -495,7 +497,7 @@ nlohmann::json decode_json(const DecodeReport& d) {
                                       ? number_or_null(100.0 * p.kv_gbps() / b->gbps)
                                       : nlohmann::json()},
          {"simd_target", p.simd_target},
-         {"prefetch", p.prefetch}});
+         {"decode_prefetch", p.prefetch}});
   }
   for (const BandwidthPoint& b : d.bandwidths) {
     j["bandwidth"].push_back({{"kind", b.kind},

@@ -493,11 +493,12 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
     EXPECT_GT(p["probe_gbps"].get<double>(), 0.0);
   }
   // Every decode row says which cache the kernel's prefetches filled: the process's one level.
-  const nlohmann::json level = decode["points"][0]["prefetch"];
+  const nlohmann::json level = decode["points"][0]["decode_prefetch"];
   EXPECT_TRUE(level == "l1" || level == "l2") << level;
-  for (const auto& p : decode["points"]) EXPECT_EQ(p["prefetch"], level) << p;
-  for (const auto& p : decode["paged"]) EXPECT_EQ(p["prefetch"], level) << p;
-  EXPECT_NE(read(path("report/scaling.md")).find("prefetches filled " + level.get<std::string>()),
+  for (const auto& p : decode["points"]) EXPECT_EQ(p["decode_prefetch"], level) << p;
+  for (const auto& p : decode["paged"]) EXPECT_EQ(p["decode_prefetch"], level) << p;
+  EXPECT_NE(read(path("report/scaling.md"))
+                .find("(decode_prefetch " + level.get<std::string>() + " in the JSON"),
             std::string::npos);
   // Ring attention: strong (S = 64) and weak (16 per process) scaling, non-causal and causal,
   // P = 1, 2, 4 through mpirun; or, in a build without MPI, the reason it is skipped.
