@@ -332,6 +332,41 @@ void add_decode_point(DecodeReport& d, const Shape& s, int threads, const Timing
   std::cerr << line << "\n";
 }
 
+// Cheap steps get many runs (the cache fill dominates their cost); large caches a few.
+int decode_repeat(double kv_bytes) {
+  return kv_bytes <= 64.0 * 1048576 ? 51 : kv_bytes <= 512.0 * 1048576 ? 11 : 5;
+}
+
+// The decode step over each of `shapes` (one S_k, every dtype) at options.threads, in their
+// order. The caches streamed from DRAM (d.from_dram: whatever runs between their steps) are
+// timed in turns, at the largest one's count, so that their ratios (int8 against bf16) are not
+// the host's swings from one minute to the next; the others alone, each step after one over the
+// same cache, as the cache-resident rows they are.
+std::vector<Timing> time_decode_row(const DecodeReport& d, const std::vector<Shape>& shapes,
+                                    const AttentionOptions& options) {
+  std::vector<Shape> streamed;
+  std::vector<std::size_t> streamed_at;
+  double largest = 0;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const double bytes = kv_cache_bytes(shapes[i]);
+    if (!d.from_dram(bytes)) continue;
+    streamed.push_back(shapes[i]);
+    streamed_at.push_back(i);
+    largest = std::max(largest, bytes);
+  }
+  std::vector<Timing> timings(shapes.size());
+  std::vector<Timing> in_turns =
+      time_decodes_in_turns(streamed, 1, options, 2, decode_repeat(largest));
+  for (std::size_t k = 0; k < streamed.size(); ++k)
+    timings[streamed_at[k]] = std::move(in_turns[k]);
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const double bytes = kv_cache_bytes(shapes[i]);
+    if (!d.from_dram(bytes))
+      timings[i] = time_decode(shapes[i], 1, options, 2, decode_repeat(bytes));
+  }
+  return timings;
+}
+
 // Decode: one new query (S_q = 1) per call against a KvCache of S_k tokens stored in f32, bf16,
 // f16 and int8, at 1 and 2 threads (the caches streamed from DRAM timed in turns), then the read
 // bandwidth of a cache-resident and a DRAM-sized array as the limit to compare.
@@ -339,8 +374,11 @@ DecodeReport run_decode(const ReportConfig& c) {
   const auto start = std::chrono::steady_clock::now();
   DecodeReport d;
   d.shape = Shape{1, 32, 8, 0, 128, 128};
-  AttentionOptions options;
-  options.mask.causal = true;
+  AttentionOptions one_thread;
+  one_thread.mask.causal = true;
+  one_thread.threads = 1;
+  AttentionOptions two_threads = one_thread;
+  two_threads.threads = 2;
   for (const std::int64_t seq_k : c.decode_seqs) {
     std::vector<Shape> shapes;
     for (const DType kv_dtype : kDecodeDtypes) {
@@ -349,39 +387,11 @@ DecodeReport run_decode(const ReportConfig& c) {
       s.kv_dtype = kv_dtype;
       shapes.push_back(s);
     }
-    // Cheap steps get many runs (the cache fill dominates their cost); large caches a few.
-    auto repeat_for = [](double bytes) {
-      return bytes <= 64.0 * 1048576 ? 51 : bytes <= 512.0 * 1048576 ? 11 : 5;
-    };
-    // The caches streamed from DRAM (d.from_dram: whatever runs between their steps) are timed
-    // in turns, at the largest one's count, so that their ratios (int8 against bf16) are not
-    // the host's swings from one minute to the next; the others alone, each step after one
-    // over the same cache, as the cache-resident rows they are. The rows in the order (dtype,
-    // threads).
-    std::vector<Shape> streamed;
-    double largest = 0;
-    for (const Shape& s : shapes) {
-      if (!d.from_dram(kv_cache_bytes(s))) continue;
-      streamed.push_back(s);
-      largest = std::max(largest, kv_cache_bytes(s));
-    }
-    std::vector<Timing> timings[2];
-    for (const int threads : {1, 2}) {
-      options.threads = threads;
-      std::vector<Timing> in_turns =
-          time_decodes_in_turns(streamed, 1, options, 2, repeat_for(largest));
-      std::size_t next = 0;
-      for (const Shape& s : shapes) {
-        const double bytes = kv_cache_bytes(s);
-        timings[threads - 1].push_back(d.from_dram(bytes)
-                                           ? std::move(in_turns[next++])
-                                           : time_decode(s, 1, options, 2, repeat_for(bytes)));
-      }
-    }
-    for (std::size_t i = 0; i < shapes.size(); ++i) {
-      for (const int threads : {1, 2}) {
-        add_decode_point(d, shapes[i], threads, timings[threads - 1][i]);
-      }
+    const std::vector<Timing> one = time_decode_row(d, shapes, one_thread),
+                              two = time_decode_row(d, shapes, two_threads);
+    for (std::size_t i = 0; i < shapes.size(); ++i) {  // rows in the order (dtype, threads)
+      add_decode_point(d, shapes[i], 1, one[i]);
+      add_decode_point(d, shapes[i], 2, two[i]);
     }
   }
   run_paged_decode(c, d);

@@ -105,16 +105,17 @@ void MultiHeadAttention::Impl::check_ready() const {
 
 namespace {
 
-// x plus the sinusoidal encoding, contiguous: added in place when x is `own`, the layer's copy
-// of bf16 activations widened to fp32 (contiguous; copying it again cost a pass over x), else
-// into a copy in `store` (the caller's x is read, never written: out may alias it).
+// x plus the sinusoidal encoding, contiguous, in `rows`: added in place when x already lives
+// there (`in_place`: the layer's copy of bf16 activations widened to fp32, contiguous; copying
+// it again cost a pass over x), else copied there first (the caller's x is read, never
+// written: out may alias it).
 SequenceView<const float> with_positions(const SequenceView<const float>& x,
-                                         std::vector<float>& own, std::vector<float>& store) {
-  const std::int64_t rows = x.batch * x.seq, f = x.features;
-  float* rows_out = own.data();
-  if (x.data != rows_out) {
-    rows_out = detail::grown(store, detail::checked_product({rows, f}, "x"), "x");
-    for (std::int64_t r = 0; r < rows; ++r) {
+                                         std::vector<float>& rows, bool in_place) {
+  const std::int64_t n = x.batch * x.seq, f = x.features;
+  float* rows_out = rows.data();
+  if (!in_place) {
+    rows_out = detail::grown(rows, detail::checked_product({n, f}, "x"), "x");
+    for (std::int64_t r = 0; r < n; ++r) {
       std::copy(x.data + r * x.stride(), x.data + r * x.stride() + f, rows_out + r * f);
     }
   }
@@ -151,10 +152,13 @@ MhaRecord MultiHeadAttention::forward_rows(const SequenceView<const float>& x_q,
   if (!impl_->config.sinusoidal_positions) {
     return run_forward(x_q, x_kv, self, out, mask, weights, bf16_activations);
   }
+  // Over bf16 activations x_q and x_kv are the layer's widened copies: the positions go there.
   Impl& m = *impl_;
-  const SequenceView<const float> xq = with_positions(x_q, m.widened_q, m.positions_q);
+  const bool in_place = bf16_activations;
+  const SequenceView<const float> xq =
+      with_positions(x_q, in_place ? m.widened_q : m.positions_q, in_place);
   const SequenceView<const float> xkv =
-      self ? xq : with_positions(x_kv, m.widened_kv, m.positions_kv);
+      self ? xq : with_positions(x_kv, in_place ? m.widened_kv : m.positions_kv, in_place);
   return run_forward(xq, xkv, self, out, mask, weights, bf16_activations);
 }
 

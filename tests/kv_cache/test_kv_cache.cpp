@@ -198,6 +198,7 @@ TEST(KvCache, OnePlanFromEightThreadsEqualsSerialRuns) {
       for (int rep = 0; rep < 5; ++rep) {
         plan.run(q[t].cview(), cache, parallel[t].view, {.workspace = workspace.bytes()});
       }
+      EXPECT_TRUE(workspace.guard_intact()) << "thread " << t << " wrote past its workspace";
     });
   }
   for (auto& th : threads) th.join();

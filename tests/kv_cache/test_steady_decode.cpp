@@ -124,6 +124,7 @@ void run_loop(const LoopCase& c) {
     }
   EXPECT_GT(largest, 0.0);
   EXPECT_LE(largest, 1.0);
+  EXPECT_TRUE(ws.guard_intact()) << "a run wrote past its workspace";
 }
 
 TEST(SteadyDecode, NoHeapAllocationAfterTheFirstStep) {
@@ -165,6 +166,7 @@ TEST(SteadyDecode, PagedRunsAllocateNothing) {
     if (step > 0) total += n;
   }
   EXPECT_EQ(total, 0) << "heap allocations in paged runs 2..100";
+  EXPECT_TRUE(ws.guard_intact()) << "a run wrote past its workspace";
 }
 
 // A paged decode loop: every step appends one token to each of 4 sequences and runs the batch
@@ -216,6 +218,7 @@ TEST(SteadyDecode, PagedLoopWithReservedTablesAllocatesNothing) {
       largest = std::max(largest, std::abs(static_cast<double>(widen(DType::kBF16, bits))));
     EXPECT_GT(largest, 0.0);
     EXPECT_LE(largest, 1.0);
+    EXPECT_TRUE(ws.guard_intact()) << "a run wrote past its workspace";
   }
 }
 
@@ -273,6 +276,7 @@ TEST(SteadyDecode, StagingInTheWorkspaceGivesTheSameBits) {
                                 [](std::uint16_t b) { return (b & 0x7fff) != 0; }));
       }
     }
+    EXPECT_TRUE(ws.guard_intact()) << "a run wrote past its workspace";
   }
 }
 

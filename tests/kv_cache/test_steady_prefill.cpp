@@ -138,6 +138,7 @@ TEST(SteadyPrefill, QkvRunsInAWorkspaceAllocateNothing) {
           << "run " << run << ": the workspace changed the result";
     }
     EXPECT_EQ(after_first, 0) << "heap allocations in runs 2.." << kRuns;
+    EXPECT_TRUE(ws.guard_intact()) << "a run wrote past its workspace";
     double largest = 0;  // not all zero; softmax's is a convex combination of values (|v| <= 1)
     for (const float x : out.storage) largest = std::max(largest, std::abs(static_cast<double>(x)));
     EXPECT_GT(largest, 0.0);
@@ -188,6 +189,7 @@ TEST(SteadyPrefill, HalfViewsInAWorkspaceAllocateNothing) {
       if (run > 0) after_first += n;
     }
     EXPECT_EQ(after_first, 0) << "heap allocations in runs 2..4";
+    EXPECT_TRUE(guarded.guard_intact()) << "a run wrote past its workspace";
     if (kCountsMalloc) {
       EXPECT_GE(allocations_of([&] { plan.run(c.q, c.k, c.k, c.out); }), 1)
           << "a run without a workspace allocates its copies";
@@ -236,6 +238,7 @@ TEST(SteadyPrefill, WeightsRunsInAWorkspaceAllocateNothing) {
       if (run > 0) after_first += n;
     }
     EXPECT_EQ(after_first, 0) << "heap allocations in runs 2..4";
+    EXPECT_TRUE(guarded.guard_intact()) << "a run wrote past its workspace";
     if (kCountsMalloc) {  // the pass's scratch is allocated on top of the kernel's
       const long plain = allocations_of([&] { plan.run(qv, k.cview(), k.cview(), out.view); });
       const long with_weights = allocations_of(
@@ -306,6 +309,7 @@ TEST(SteadyPrefill, OnePlanCountsTheTargetItRunsOn) {
       EXPECT_EQ(
           std::memcmp(out.storage.data(), alone.storage.data(), out.storage.size() * sizeof(float)),
           0);
+      EXPECT_TRUE(ws.guard_intact()) << "a run wrote past its workspace";
     });
     // Every x86-64 CPU with AVX2 compiles and runs a narrower target (SSE4) besides it, and
     // their counts differ. (The xsimd build's flash kernel follows its own arch instead.)

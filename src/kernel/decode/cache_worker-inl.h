@@ -210,11 +210,13 @@ class CacheWorker {
 
   void visit_tile(std::int64_t j0) {
     const bool global = p_.banded && tile_has_global(j0);
+    const PackedKv& kv = p_.kv;
+    const std::int64_t block = kv.block(b_, hk_, j0);  // once: a table lookup when paged
+    const Elem* k_block = kv.template key_block_at<Elem>(block);
+    const Elem* v_block = kv.template value_block_at<Elem>(block);
     // An int8 block stores its keys in quads: a tile's first key is 4 bytes per key in.
-    const Elem* k_tile =
-        p_.kv.template key_block<Elem>(b_, hk_, j0) + j0 % kKvBlock * (kQuantized ? kKeyQuad : 1);
-    const Elem* v_tile =
-        p_.kv.template value_block<Elem>(b_, hk_, j0) + j0 % kKvBlock * p_.kv.dv_pad;
+    const Elem* k_tile = k_block + j0 % kKvBlock * (kQuantized ? kKeyQuad : 1);
+    const Elem* v_tile = v_block + j0 % kKvBlock * kv.dv_pad;
     // The micro-kernels prefetch the same rows of a block ahead as they read this one, so it is
     // in flight during this one's arithmetic: from DRAM at S_k = 32768 (D = 128) one block
     // ahead took f32 from 10.2 to 12.9 GB/s on one thread and from 20.3 to 29.3 on two.
@@ -224,19 +226,14 @@ class CacheWorker {
     // while two blocks for f32 gained nothing (21.8 vs 21.4 ms). Past the end the distance is 0.
     // The requests fill the cache of prefetch_level.cpp's table (L2 or L1 per CPU, measured).
     const std::int64_t next = j0 + kKvBlock * static_cast<std::int64_t>(4 / sizeof(Elem));
-    const bool ahead = next < p_.kv.length(b_);
-    prefetch_k_ = {ahead ? p_.kv.template key_block<Elem>(b_, hk_, next) -
-                               p_.kv.template key_block<Elem>(b_, hk_, j0)
-                         : 0,
-                   p_.prefetch_level};
-    prefetch_v_ = {ahead ? p_.kv.template value_block<Elem>(b_, hk_, next) -
-                               p_.kv.template value_block<Elem>(b_, hk_, j0)
-                         : 0,
-                   p_.prefetch_level};
+    const bool ahead = next < kv.length(b_);
+    const std::int64_t next_block = ahead ? kv.block(b_, hk_, next) : block;
+    prefetch_k_ = {kv.template key_block_at<Elem>(next_block) - k_block, p_.prefetch_level};
+    prefetch_v_ = {kv.template value_block_at<Elem>(next_block) - v_block, p_.prefetch_level};
     if constexpr (kQuantized) {  // the tile's 64-byte-aligned run of scales
-      k_scales_ = p_.kv.key_scales(b_, hk_, j0) + j0 % kKvBlock;
-      v_scales_ = p_.kv.value_scales(b_, hk_, j0) + j0 % kKvBlock;
-      if (ahead && j0 % kKvBlock == 0) prefetch_scales(next);
+      k_scales_ = kv.key_scales_at(block) + j0 % kKvBlock;
+      v_scales_ = kv.value_scales_at(block) + j0 % kKvBlock;
+      if (ahead && j0 % kKvBlock == 0) prefetch_scales(next_block);
     }
     std::int64_t row0 = 0;
     for (; row0 + static_cast<std::int64_t>(kRows) <= n_; row0 += kRows) {
@@ -251,13 +248,12 @@ class CacheWorker {
     }
   }
 
-  // Asks for the K and V scales of the block holding key `next` (4 lines each), once per
-  // block, as the micro-kernels ask for its keys and values. One Zen 5 thread's int8 step at
+  // Asks for the K and V scales of storage block `next` (4 lines each), once per block, as the
+  // micro-kernels ask for its keys and values. One Zen 5 thread's int8 step at
   // S_k 32768 ran 4-8% faster with them (6.12 → 5.88, 6.46 → 6.22, 7.00 → 6.41 ms; with and
   // without alternating run by run in one process).
   void prefetch_scales(std::int64_t next) const {
-    for (const float* scales :
-         {p_.kv.key_scales(b_, hk_, next), p_.kv.value_scales(b_, hk_, next)}) {
+    for (const float* scales : {p_.kv.key_scales_at(next), p_.kv.value_scales_at(next)}) {
       for (std::int64_t i = 0; i < kKvBlock; i += 64 / sizeof(float)) {
         simd::PrefetchLine(scales + i, p_.prefetch_level);
       }

@@ -56,30 +56,26 @@ struct PackedKv {
   std::int64_t base(std::int64_t b) const {
     return lengths[b] > capacity ? lengths[b] - capacity : 0;
   }
-  // The block holding absolute position j (a ring wraps over its storage blocks).
-  // T is the dtype's element type (float, bfloat16, float16 or std::int8_t).
-  template <class T>
-  const T* key_block(std::int64_t b, std::int64_t hk, std::int64_t j) const {
-    return static_cast<const T*>(k) + block_index(b, hk, j) * key_rows() * kKvBlock;
-  }
-  template <class T>
-  const T* value_block(std::int64_t b, std::int64_t hk, std::int64_t j) const {
-    return static_cast<const T*>(v) + block_index(b, hk, j) * kKvBlock * dv_pad;
-  }
-  // The 64 key (value) scales of the block holding j (int8 caches).
-  const float* key_scales(std::int64_t b, std::int64_t hk, std::int64_t j) const {
-    return k_scale + block_index(b, hk, j) * kKvBlock;
-  }
-  const float* value_scales(std::int64_t b, std::int64_t hk, std::int64_t j) const {
-    return v_scale + block_index(b, hk, j) * kKvBlock;
-  }
-
- private:
-  std::int64_t block_index(std::int64_t b, std::int64_t hk, std::int64_t j) const {
+  // The storage block holding absolute position j of (b, hk) (a ring wraps over its storage
+  // blocks; a paged pool looks it up in the block table). The decode kernel finds a tile's
+  // block once and reads its keys, values and scales through the *_at accessors.
+  std::int64_t block(std::int64_t b, std::int64_t hk, std::int64_t j) const {
     if (block_table != nullptr)
       return hk * pool_blocks + block_table[b * table_width + j / kKvBlock];
     return (b * heads_kv + hk) * blocks + j / kKvBlock % blocks;
   }
+  // T is the dtype's element type (float, bfloat16, float16 or std::int8_t).
+  template <class T>
+  const T* key_block_at(std::int64_t block) const {
+    return static_cast<const T*>(k) + block * key_rows() * kKvBlock;
+  }
+  template <class T>
+  const T* value_block_at(std::int64_t block) const {
+    return static_cast<const T*>(v) + block * kKvBlock * dv_pad;
+  }
+  // The 64 key (value) scales of a block (int8 caches).
+  const float* key_scales_at(std::int64_t block) const { return k_scale + block * kKvBlock; }
+  const float* value_scales_at(std::int64_t block) const { return v_scale + block * kKvBlock; }
 };
 
 }  // namespace seqattn::detail
