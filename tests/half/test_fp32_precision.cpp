@@ -247,10 +247,10 @@ TEST(ComputePath, ChosenFromTheCpuTheBuildAndTheForcedName) {
   EXPECT_FALSE(detail::vdpbf16ps_pays(sapphire_rapids(true)));
   EXPECT_EQ(refusal(sapphire_rapids(false), "avx512-bf16"), ErrorKind::kUnsupported);
   EXPECT_EQ(refusal(sapphire_rapids(false), "amx-bf16"), ErrorKind::kUnsupported);
-  // Sapphire Rapids with AMX: auto does not take the (unmeasured) AMX path and asks nothing.
+  // Sapphire Rapids with AMX: auto does not take the AMX path (it rounds P) and asks nothing.
   const detail::PathChoice spr = choose_bf16_path(sapphire_rapids(true), "auto", &grant);
   EXPECT_EQ(spr.path, ComputePath::kFp32);
-  EXPECT_NE(spr.reason.find("not yet measured"), std::string::npos) << spr.reason;
+  EXPECT_NE(spr.reason.find("only when forced"), std::string::npos) << spr.reason;
   EXPECT_EQ(asked, 0);
   if (detail::path_built(ComputePath::kAmxBf16)) {
     // Forced, it runs once Linux grants the tiles (asked then), and not when it refuses.
@@ -283,7 +283,7 @@ TEST(ComputePath, ThisCpuIsDescribedAndItsPathNamed) {
   const CpuFeatures& cpu = detail::cpu_features();
   EXPECT_FALSE(cpu.describe().empty());
   const ComputePathChoice here = bf16_compute_path();
-  EXPECT_EQ(here.path, "fp32");  // auto takes no unmeasured path, and vdpbf16ps is not built
+  EXPECT_EQ(here.path, "fp32");  // auto does not round P (AMX), and vdpbf16ps is not built
   EXPECT_FALSE(here.reason.empty());
   std::printf("[ compute path ] %s: bf16 -> %s (%s)\n", cpu.describe().c_str(), here.path.c_str(),
               std::string(here.reason).c_str());

@@ -225,6 +225,8 @@ class CacheWorker {
     // looks two blocks ahead: one block measured 11.6 ms (bf16) / 9.7 ms (f16), two 9.0 / 8.4,
     // while two blocks for f32 gained nothing (21.8 vs 21.4 ms). Past the end the distance is 0.
     // The requests fill the cache of prefetch_level.cpp's table (L2 or L1 per CPU, measured).
+    // On an Intel Xeon (AMX class, prefetching into L2) twice this distance gained nothing:
+    // bf16 and int8, S_k 32768 and 131072, one and two threads, within ±5% either way.
     const std::int64_t next = j0 + kKvBlock * static_cast<std::int64_t>(4 / sizeof(Elem));
     const bool ahead = next < kv.length(b_);
     const std::int64_t next_block = ahead ? kv.block(b_, hk_, next) : block;

@@ -17,7 +17,12 @@ namespace seqattn::detail {
 //    threads) 19.14 → 17.93 and 21.59 → 20.58 ms.
 //  - Zen 4 (family 25): L2. L1 requests each held one of the core's few miss buffers until the
 //    line came: one thread's bf16 step at S_k 32768 took 12.5 ms, 6.3-6.5 ms into L2.
-//  - Intel (Sapphire Rapids) not measured yet: L2, what Zen 4 measured.
+//  - Intel (a Sapphire-Rapids-class Xeon with AMX, family 6, highway:AVX3_DL; the same bench,
+//    level by level in alternating processes, three pairs each, medians): L2 faster in 22 of
+//    24 pairs (one even, one the other way). S_k 32768, one thread: bf16 12.0 → 9.3 ms,
+//    int8 3.7 → 3.4; two threads: bf16 4.3 → 3.4, int8 even (1.76-1.86 ms). S_k 131072 (past
+//    L3): one thread bf16 51.7 → 45.5 ms, int8 28.0 → 24.5; two threads bf16 26.1 → 23.0,
+//    int8 14.0 → 12.0. The paged bench, two threads: 27.4 / 27.0 → 25.0 / 24.0 ms.
 simd::CacheLevel choose_decode_prefetch_level(const char* setting, const CpuFeatures& cpu) {
   const std::string_view value = setting == nullptr ? "" : setting;
   if (value == "l1") return simd::CacheLevel::kL1;
