@@ -355,50 +355,56 @@ TEST(AmxBlocks, ScoresOnOddShapes) {
   }
 }
 
-// P (rows × keys probabilities) · V block [32, 32 + keys) of V (32 + keys rows × cols).
+// P (rows × keys probabilities) · V block [32, 32 + keys) of V (32 + keys rows × cols), the
+// reduction padded to whole 32-key steps (keys_pad: one to four of them).
 struct ValuesProblem {
-  std::size_t rows, keys, cols, cols_pad, v_stride, t_stride, keys_pad = 64;
+  std::size_t rows, keys, cols, keys_pad, cols_pad, pf_stride, v_stride, t_stride;
   std::vector<float> pf, v;
   std::vector<bfloat16> p, vb;
   ValuesProblem(std::size_t r, std::size_t n, std::size_t c, std::mt19937& rng)
       : rows(r),
         keys(n),
         cols(c),
+        keys_pad(round_up(n, 32)),
         cols_pad(round_up(c, 16)),
+        pf_stride(n + 1),
         v_stride(c + 3),
         t_stride(cols_pad + 5),
-        pf(Random(r * 33, 0, 1, rng)),
+        pf(Random(r * pf_stride, 0, 1, rng)),
         v(Random((32 + n) * v_stride, -1, 1, rng)),
-        p(kBlockRows * kBlockKeys),
-        vb(64 * cols_pad) {
-    pack_a_rows(pf.data(), 33, rows, keys, 1.0f, p);
-    pack_b_vnni_rows(v.data(), v_stride, 32 + keys, cols, keys_pad, cols_pad, vb);
+        p(kBlockRows * keys_pad),
+        vb((32 + keys_pad) * cols_pad) {
+    pack_a_rows(pf.data(), pf_stride, rows, keys, 1.0f, p);
+    pack_b_vnni_rows(v.data(), v_stride, 32 + keys, cols, 32 + keys_pad, cols_pad, vb);
+  }
+  double Term(std::size_t i, std::size_t c, std::size_t k) const {
+    return double(float(bfloat16(pf[i * pf_stride + k]))) *
+           double(float(bfloat16(v[(32 + k) * v_stride + c])));
   }
   template <class Run>
   std::vector<float> Values(Run run) const {
     std::vector<float> t(kBlockRows * t_stride, kNaN);
-    run(p.data(), kBlockKeys, vb.data() + vnni_index(32, 0, cols_pad), cols_pad, t.data(),
+    run(p.data(), keys_pad, vb.data() + vnni_index(32, 0, cols_pad), keys_pad, cols_pad, t.data(),
         t_stride);
     return t;
   }
 };
 
 void EmulatedValues(const bfloat16* p, std::size_t p_stride, const bfloat16* v,
-                    std::size_t cols_pad, float* t, std::size_t t_stride) {
+                    std::size_t keys_pad, std::size_t cols_pad, float* t, std::size_t t_stride) {
   configure_tiles<EmulatedTiles>();
-  ValuesBlock<EmulatedTiles>(p, p_stride, v, cols_pad, t, t_stride);
+  ValuesBlock<EmulatedTiles>(p, p_stride, v, keys_pad, cols_pad, t, t_stride);
   release_tiles<EmulatedTiles>();
 }
 
 TEST(AmxBlocks, ValuesOnOddShapes) {
   std::mt19937 rng(5);
   for (const std::size_t rows : {1, 3, 17, 32}) {
-    for (const std::size_t keys : {1, 3, 17, 32}) {
+    for (const std::size_t keys : {1, 3, 17, 32, 33, 64, 100, 128}) {
       for (const std::size_t cols : {1, 3, 17, 64, 80, 128}) {
         const ValuesProblem pr(rows, keys, cols, rng);
         const auto term = [&](std::size_t i, std::size_t c, std::size_t k) {
-          return double(float(bfloat16(pr.pf[i * 33 + k]))) *
-                 double(float(bfloat16(pr.v[(32 + k) * pr.v_stride + c])));
+          return pr.Term(i, c, k);
         };
         CheckBlock(pr.Values(EmulatedValues), pr.t_stride, pr.cols_pad, rows, cols, keys, term,
                    "rows " + std::to_string(rows) + " keys " + std::to_string(keys) + " cols " +
@@ -502,16 +508,18 @@ TEST(AmxBlocks, AmxTilesOnThisCpuWithinTheBoundOfTheEmulation) {
                  "AMX rows " + std::to_string(rows) + " D " + std::to_string(depth) + " S");
       count(got, p.Scores(EmulatedScores));
     }
-    for (const std::size_t cols : {16, 80, 128}) {
-      const ValuesProblem pr(rows, 17, cols, rng);
-      const auto term = [&](std::size_t i, std::size_t c, std::size_t k) {
-        return double(float(bfloat16(pr.pf[i * 33 + k]))) *
-               double(float(bfloat16(pr.v[(32 + k) * pr.v_stride + c])));
-      };
-      const std::vector<float> got = pr.Values(amx_values);
-      CheckBlock(got, pr.t_stride, pr.cols_pad, rows, cols, 17, term,
-                 "AMX rows " + std::to_string(rows) + " cols " + std::to_string(cols) + " T");
-      count(got, pr.Values(EmulatedValues));
+    for (const std::size_t keys : {17, 100}) {  // one 32-key step, and four
+      for (const std::size_t cols : {16, 80, 128}) {
+        const ValuesProblem pr(rows, keys, cols, rng);
+        const auto term = [&](std::size_t i, std::size_t c, std::size_t k) {
+          return pr.Term(i, c, k);
+        };
+        const std::vector<float> got = pr.Values(amx_values);
+        CheckBlock(got, pr.t_stride, pr.cols_pad, rows, cols, keys, term,
+                   "AMX rows " + std::to_string(rows) + " keys " + std::to_string(keys) + " cols " +
+                       std::to_string(cols) + " T");
+        count(got, pr.Values(EmulatedValues));
+      }
     }
   }
   std::printf("[ AMX ] %zu of %zu elements bit-equal with EmulatedTiles\n", same, total);

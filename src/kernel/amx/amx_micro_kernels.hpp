@@ -82,34 +82,40 @@ void ScoresBlock(const bfloat16* a, std::size_t a_stride, const bfloat16* b, std
 }
 
 // T[32][cols_pad] = P · V in fp32 (t: row stride t_stride floats; exactly 32 × cols_pad
-// written). p: 32 rows × 32 keys of bf16 probabilities (pack_a_rows with depth <= 32), row
-// stride p_stride bf16. v: the pack_b_vnni_rows buffer at the block's first key t0 (buffer +
-// vnni_index(t0, 0, cols_pad), t0 a multiple of 32). cols_pad: a multiple of 16.
+// written). p: 32 rows × keys_pad keys of bf16 probabilities (pack_a_rows with depth <=
+// keys_pad), row stride p_stride bf16. v: the pack_b_vnni_rows buffer at the block's first
+// key t0 (buffer + vnni_index(t0, 0, cols_pad), t0 a multiple of 32). keys_pad: a multiple
+// of 32, the reduction; cols_pad: a multiple of 16.
 //
 // T is stored, not accumulated: the caller rescales its fp32 output rows by the online
 // softmax's correction and adds T. Keeping the output in tiles instead would need 32 × D_v
-// fp32 = 16 tiles at D_v = 128, and the 8 tile registers also hold P and V.
+// fp32 = 16 tiles at D_v = 128, and the 8 tile registers also hold P and V. So each C tile
+// sums keys_pad / 32 products between its zeroing and its store: the flash kernel's 128-key
+// blocks store, and its caller adds, a quarter of what 32-key ones did.
 template <class Tiles>
-void ValuesBlock(const bfloat16* p, std::size_t p_stride, const bfloat16* v, std::size_t cols_pad,
-                 float* t, std::size_t t_stride) {
+void ValuesBlock(const bfloat16* p, std::size_t p_stride, const bfloat16* v, std::size_t keys_pad,
+                 std::size_t cols_pad, float* t, std::size_t t_stride) {
+  const std::size_t p_bytes = p_stride * sizeof(bfloat16);
   const std::size_t v_bytes = cols_pad * 2 * sizeof(bfloat16);
   const std::size_t t_bytes = t_stride * sizeof(float);
+  const bfloat16* p1 = p + 16 * p_stride;
   float* t1 = t + 16 * t_stride;
-  // P stays in tmm4/5 for every column chunk.
-  Tiles::template Load<kA0>(p, p_stride * sizeof(bfloat16));
-  Tiles::template Load<kA1>(p + 16 * p_stride, p_stride * sizeof(bfloat16));
   std::size_t c = 0;
   for (; c + 2 * kColumnsPerTile <= cols_pad; c += 2 * kColumnsPerTile) {
     Tiles::template Zero<kC00>();
     Tiles::template Zero<kC01>();
     Tiles::template Zero<kC10>();
     Tiles::template Zero<kC11>();
-    Tiles::template Load<kB0>(v + vnni_index(0, c, cols_pad), v_bytes);
-    Tiles::template Load<kB1>(v + vnni_index(0, c + kColumnsPerTile, cols_pad), v_bytes);
-    Tiles::template DotBf16<kC00, kA0, kB0>();
-    Tiles::template DotBf16<kC01, kA0, kB1>();
-    Tiles::template DotBf16<kC10, kA1, kB0>();
-    Tiles::template DotBf16<kC11, kA1, kB1>();
+    for (std::size_t k = 0; k < keys_pad; k += kReductionStep) {
+      Tiles::template Load<kA0>(p + k, p_bytes);
+      Tiles::template Load<kA1>(p1 + k, p_bytes);
+      Tiles::template Load<kB0>(v + vnni_index(k, c, cols_pad), v_bytes);
+      Tiles::template Load<kB1>(v + vnni_index(k, c + kColumnsPerTile, cols_pad), v_bytes);
+      Tiles::template DotBf16<kC00, kA0, kB0>();
+      Tiles::template DotBf16<kC01, kA0, kB1>();
+      Tiles::template DotBf16<kC10, kA1, kB0>();
+      Tiles::template DotBf16<kC11, kA1, kB1>();
+    }
     Tiles::template Store<kC00>(t + c, t_bytes);
     Tiles::template Store<kC01>(t + c + kColumnsPerTile, t_bytes);
     Tiles::template Store<kC10>(t1 + c, t_bytes);
@@ -118,9 +124,13 @@ void ValuesBlock(const bfloat16* p, std::size_t p_stride, const bfloat16* v, std
   if (c < cols_pad) {  // a last chunk of 16 columns (cols_pad an odd multiple of 16)
     Tiles::template Zero<kC00>();
     Tiles::template Zero<kC10>();
-    Tiles::template Load<kB0>(v + vnni_index(0, c, cols_pad), v_bytes);
-    Tiles::template DotBf16<kC00, kA0, kB0>();
-    Tiles::template DotBf16<kC10, kA1, kB0>();
+    for (std::size_t k = 0; k < keys_pad; k += kReductionStep) {
+      Tiles::template Load<kA0>(p + k, p_bytes);
+      Tiles::template Load<kA1>(p1 + k, p_bytes);
+      Tiles::template Load<kB0>(v + vnni_index(k, c, cols_pad), v_bytes);
+      Tiles::template DotBf16<kC00, kA0, kB0>();
+      Tiles::template DotBf16<kC10, kA1, kB0>();
+    }
     Tiles::template Store<kC00>(t + c, t_bytes);
     Tiles::template Store<kC10>(t1 + c, t_bytes);
   }

@@ -86,8 +86,8 @@ void amx_scores_block(const bfloat16* a, std::size_t a_stride, const bfloat16* b
 }
 
 void amx_values_block(const bfloat16* p, std::size_t p_stride, const bfloat16* v,
-                      std::size_t cols_pad, float* t, std::size_t t_stride) {
-  ValuesBlock<AmxTiles>(p, p_stride, v, cols_pad, t, t_stride);
+                      std::size_t keys_pad, std::size_t cols_pad, float* t, std::size_t t_stride) {
+  ValuesBlock<AmxTiles>(p, p_stride, v, keys_pad, cols_pad, t, t_stride);
 }
 
 }  // namespace seqattn::detail::amx

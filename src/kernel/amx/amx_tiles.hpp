@@ -19,6 +19,6 @@ void amx_release_tiles();
 void amx_scores_block(const bfloat16* a, std::size_t a_stride, const bfloat16* b, std::size_t n_pad,
                       std::size_t depth_pad, float* s, std::size_t s_stride);
 void amx_values_block(const bfloat16* p, std::size_t p_stride, const bfloat16* v,
-                      std::size_t cols_pad, float* t, std::size_t t_stride);
+                      std::size_t keys_pad, std::size_t cols_pad, float* t, std::size_t t_stride);
 
 }  // namespace seqattn::detail::amx

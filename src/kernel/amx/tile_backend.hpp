@@ -17,8 +17,8 @@ struct TileBackend {
   // ScoresBlock and ValuesBlock (amx_micro_kernels.hpp), same arguments.
   void (*scores)(const bfloat16* a, std::size_t a_stride, const bfloat16* b, std::size_t n_pad,
                  std::size_t depth_pad, float* s, std::size_t s_stride);
-  void (*values)(const bfloat16* p, std::size_t p_stride, const bfloat16* v, std::size_t cols_pad,
-                 float* t, std::size_t t_stride);
+  void (*values)(const bfloat16* p, std::size_t p_stride, const bfloat16* v, std::size_t keys_pad,
+                 std::size_t cols_pad, float* t, std::size_t t_stride);
 };
 
 // The instructions (amx_tiles.cpp): only where the CPU has AMX and Linux granted the tiles.
