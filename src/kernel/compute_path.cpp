@@ -112,15 +112,15 @@ PathChoice choose_bf16_path(const CpuFeatures& cpu, std::string_view forced,
     throw Error(ErrorKind::kInvalidArgument, kEnv, kNames, "'" + std::string(forced) + "'");
   }
   // auto does not take the AMX path, so it never asks for the permission. Measured on a
-  // Sapphire-Rapids-class Xeon (amx_tile, amx_bf16; one core, highway:AVX3_DL) it ran dense bf16
-  // prefill 2.0-2.4x the fp32 path from S = 512 (D 64 and 128, causal or not; D 128, S 8192:
-  // 358 against 149 GFLOP/s) and the bf16 MHA model 2.1x, but it rounds the probabilities to
-  // bf16 (1.3e-3 of max|ref| where fp32 is exact on the widened inputs), and auto keeps the
-  // README's promise: a bf16 run is the fp32 run on the widened inputs, rounded once.
+  // Sapphire-Rapids-class Xeon (amx_tile, amx_bf16; one core, highway:AVX3_DL) it runs dense
+  // bf16 prefill 1.6-3.1x the fp32 path from S = 2048 (D 128, S 8192: 466 against 149 GFLOP/s;
+  // docs/architecture.md, "Compute paths"), but it rounds the probabilities to bf16 (1.3e-3 of
+  // max|ref| where fp32 is exact on the widened inputs), and auto keeps the README's promise: a
+  // bf16 run is the fp32 run on the widened inputs, rounded once.
   std::string no_amx = "this CPU has no AMX (amx_tile, amx_bf16)";
   if (cpu.amx_tile && cpu.amx_bf16) {
     no_amx =
-        "the AMX path runs only when forced (SEQATTN_COMPUTE_PATH=amx-bf16): 2-2.4x faster, it "
+        "the AMX path runs only when forced (SEQATTN_COMPUTE_PATH=amx-bf16): up to 3x faster, it "
         "rounds the probabilities to bf16, where auto keeps the exact fp32 run on widened inputs";
   }
   const Obstacle no_avx = avx512_bf16_obstacle(cpu);
