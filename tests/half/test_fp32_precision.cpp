@@ -251,6 +251,7 @@ TEST(ComputePath, ChosenFromTheCpuTheBuildAndTheForcedName) {
   const detail::PathChoice spr = choose_bf16_path(sapphire_rapids(true), "auto", &grant);
   EXPECT_EQ(spr.path, ComputePath::kFp32);
   EXPECT_NE(spr.reason.find("only when forced"), std::string::npos) << spr.reason;
+  EXPECT_NE(spr.reason.find("rounds the probabilities"), std::string::npos) << spr.reason;
   EXPECT_EQ(asked, 0);
   if (detail::path_built(ComputePath::kAmxBf16)) {
     // Forced, it runs once Linux grants the tiles (asked then), and not when it refuses.

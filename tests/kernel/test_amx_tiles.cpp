@@ -5,6 +5,7 @@
 // results bit for bit; elsewhere that test is skipped and says so.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "seqattn/error.hpp"
@@ -356,25 +358,37 @@ TEST(AmxBlocks, ScoresOnOddShapes) {
 }
 
 // P (rows × keys probabilities) · V block [32, 32 + keys) of V (32 + keys rows × cols), the
-// reduction padded to whole 32-key steps (keys_pad: one to four of them).
+// reduction keys_pad: whole 32-key steps, round_up(keys, 32) or more (the flash kernel always
+// passes 128, zeros past its keys). P's rows are 32 bf16 longer than the reduction, NaN
+// there, so a kernel that took its stride for its reduction would write NaN.
 struct ValuesProblem {
-  std::size_t rows, keys, cols, keys_pad, cols_pad, pf_stride, v_stride, t_stride;
+  std::size_t rows, keys, cols, keys_pad, cols_pad, p_stride, pf_stride, v_stride, t_stride;
   std::vector<float> pf, v;
   std::vector<bfloat16> p, vb;
-  ValuesProblem(std::size_t r, std::size_t n, std::size_t c, std::mt19937& rng)
+  ValuesProblem(std::size_t r, std::size_t n, std::size_t c, std::mt19937& rng,
+                std::size_t reduction = 0)
       : rows(r),
         keys(n),
         cols(c),
-        keys_pad(round_up(n, 32)),
+        keys_pad(std::max(round_up(n, 32), reduction)),
         cols_pad(round_up(c, 16)),
+        p_stride(keys_pad + 32),
         pf_stride(n + 1),
         v_stride(c + 3),
         t_stride(cols_pad + 5),
         pf(Random(r * pf_stride, 0, 1, rng)),
         v(Random((32 + n) * v_stride, -1, 1, rng)),
-        p(kBlockRows * keys_pad),
+        p(kBlockRows * p_stride),
         vb((32 + keys_pad) * cols_pad) {
-    pack_a_rows(pf.data(), pf_stride, rows, keys, 1.0f, p);
+    // Zeros up to the reduction (the packed keys, then padding), NaN after it in every row.
+    const std::size_t packed_stride = round_up(n, 32);
+    std::vector<bfloat16> packed(kBlockRows * packed_stride);
+    pack_a_rows(pf.data(), pf_stride, rows, keys, 1.0f, packed);
+    for (std::size_t i = 0; i < kBlockRows; ++i) {
+      bfloat16* row = p.data() + i * p_stride;
+      std::copy_n(packed.data() + i * packed_stride, packed_stride, row);
+      std::fill(row + keys_pad, row + p_stride, bfloat16(kNaN));
+    }
     pack_b_vnni_rows(v.data(), v_stride, 32 + keys, cols, 32 + keys_pad, cols_pad, vb);
   }
   double Term(std::size_t i, std::size_t c, std::size_t k) const {
@@ -384,7 +398,7 @@ struct ValuesProblem {
   template <class Run>
   std::vector<float> Values(Run run) const {
     std::vector<float> t(kBlockRows * t_stride, kNaN);
-    run(p.data(), keys_pad, vb.data() + vnni_index(32, 0, cols_pad), keys_pad, cols_pad, t.data(),
+    run(p.data(), p_stride, vb.data() + vnni_index(32, 0, cols_pad), keys_pad, cols_pad, t.data(),
         t_stride);
     return t;
   }
@@ -400,15 +414,17 @@ void EmulatedValues(const bfloat16* p, std::size_t p_stride, const bfloat16* v,
 TEST(AmxBlocks, ValuesOnOddShapes) {
   std::mt19937 rng(5);
   for (const std::size_t rows : {1, 3, 17, 32}) {
-    for (const std::size_t keys : {1, 3, 17, 32, 33, 64, 100, 128}) {
+    for (const std::size_t keys : {1, 3, 17, 32, 33, 64, 80, 100, 128}) {
       for (const std::size_t cols : {1, 3, 17, 64, 80, 128}) {
-        const ValuesProblem pr(rows, keys, cols, rng);
-        const auto term = [&](std::size_t i, std::size_t c, std::size_t k) {
-          return pr.Term(i, c, k);
-        };
-        CheckBlock(pr.Values(EmulatedValues), pr.t_stride, pr.cols_pad, rows, cols, keys, term,
-                   "rows " + std::to_string(rows) + " keys " + std::to_string(keys) + " cols " +
-                       std::to_string(cols) + " T");
+        for (const std::size_t reduction : {std::size_t{0}, std::size_t{128}}) {
+          const ValuesProblem pr(rows, keys, cols, rng, reduction);
+          const auto term = [&](std::size_t i, std::size_t c, std::size_t k) {
+            return pr.Term(i, c, k);
+          };
+          CheckBlock(pr.Values(EmulatedValues), pr.t_stride, pr.cols_pad, rows, cols, keys, term,
+                     "rows " + std::to_string(rows) + " keys " + std::to_string(keys) + " of " +
+                         std::to_string(pr.keys_pad) + " cols " + std::to_string(cols) + " T");
+        }
       }
     }
   }
@@ -508,16 +524,18 @@ TEST(AmxBlocks, AmxTilesOnThisCpuWithinTheBoundOfTheEmulation) {
                  "AMX rows " + std::to_string(rows) + " D " + std::to_string(depth) + " S");
       count(got, p.Scores(EmulatedScores));
     }
-    for (const std::size_t keys : {17, 100}) {  // one 32-key step, and four
+    // One 32-key step; four of which three are zeros (the flash kernel's short tiles); four.
+    for (const auto& [keys, reduction] :
+         {std::pair<std::size_t, std::size_t>{17, 0}, {17, 128}, {100, 0}}) {
       for (const std::size_t cols : {16, 80, 128}) {
-        const ValuesProblem pr(rows, keys, cols, rng);
+        const ValuesProblem pr(rows, keys, cols, rng, reduction);
         const auto term = [&](std::size_t i, std::size_t c, std::size_t k) {
           return pr.Term(i, c, k);
         };
         const std::vector<float> got = pr.Values(amx_values);
         CheckBlock(got, pr.t_stride, pr.cols_pad, rows, cols, keys, term,
-                   "AMX rows " + std::to_string(rows) + " keys " + std::to_string(keys) + " cols " +
-                       std::to_string(cols) + " T");
+                   "AMX rows " + std::to_string(rows) + " keys " + std::to_string(keys) + " of " +
+                       std::to_string(pr.keys_pad) + " cols " + std::to_string(cols) + " T");
         count(got, pr.Values(EmulatedValues));
       }
     }

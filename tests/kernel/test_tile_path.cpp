@@ -1,5 +1,5 @@
 // The tile kernel's bf16 products end to end: SEQATTN_COMPUTE_PATH=amx-emulated runs the AMX
-// path's packing, 32 × 32 blocking and roundings (q, K, V, P to bf16) through the scalar tile
+// path's packing, 32 × 128 blocking and roundings (q, K, V, P to bf16) through the scalar tile
 // emulation on any CPU, so every variant on the tile kernel, every mask part, RoPE and ALiBi,
 // odd shapes and every compiled Highway target are checked against the float64 reference of
 // the same bf16 inputs (bound 1e-2 of max|ref|, issue 31). Where the CPU has AMX, the

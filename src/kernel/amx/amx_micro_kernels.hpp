@@ -21,7 +21,9 @@
 namespace seqattn::detail::amx {
 
 inline constexpr std::size_t kBlockRows = 32;  // query rows of a block (two A tiles)
-inline constexpr std::size_t kBlockKeys = 32;  // keys of a block (two B tiles of scores)
+// Keys of one ScoresBlock (two B tiles of scores); the flash kernel's blocks are four of these
+// (TileProducts::kKeys), summed by one ValuesBlock.
+inline constexpr std::size_t kBlockKeys = 32;
 
 inline constexpr int kC00 = 0, kC01 = 1, kC10 = 2, kC11 = 3;  // C[row half][column half]
 inline constexpr int kA0 = 4, kA1 = 5, kB0 = 6, kB1 = 7;

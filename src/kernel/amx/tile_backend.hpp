@@ -1,7 +1,8 @@
 // The block products of amx_micro_kernels.hpp behind plain function pointers, one table per
 // implementation, so the flash kernel (compiled for every Highway target, without AMX flags)
 // calls the AMX instructions or their emulation through the same four entries. A call
-// multiplies a whole 32 × 32 × depth block, so the indirect call costs nothing measurable.
+// multiplies a whole 32 × 32 × depth scores block or a 32 × keys × D_v values block, so the
+// indirect call costs nothing measurable.
 #pragma once
 
 #include <cstddef>

@@ -8,8 +8,9 @@
 
 namespace seqattn::detail {
 
-// Measured with the prefetch distance of cache_worker-inl.h, each level alternating run by run
-// in one process (so a busy moment of the shared host slows both):
+// Measured with the prefetch distance of cache_worker-inl.h, the levels alternating (run by run
+// in one process, or process by process), so a busy moment of the shared host slows both; each
+// arrow goes from the other level to the chosen one:
 //  - Zen 5 (AMD EPYC family 26 model 2, highway:AVX3_DL; seqattn bench --heads 32 --kv-heads 8
 //    --dim 128 --seq 32768 --seq-q 1): L1 faster in every pair. One thread, eight pairs: bf16
 //    5-14% (7.48 → 6.47 ms, 7.71 → 7.09), int8 1-5% (6.10 → 5.87, 4.06 → 3.89); two threads:
@@ -19,10 +20,12 @@ namespace seqattn::detail {
 //    line came: one thread's bf16 step at S_k 32768 took 12.5 ms, 6.3-6.5 ms into L2.
 //  - Intel (a Sapphire-Rapids-class Xeon with AMX, family 6, highway:AVX3_DL; the same bench,
 //    level by level in alternating processes, three pairs each, medians): L2 faster in 22 of
-//    24 pairs (one even, one the other way). S_k 32768, one thread: bf16 12.0 → 9.3 ms,
-//    int8 3.7 → 3.4; two threads: bf16 4.3 → 3.4, int8 even (1.76-1.86 ms). S_k 131072 (past
-//    L3): one thread bf16 51.7 → 45.5 ms, int8 28.0 → 24.5; two threads bf16 26.1 → 23.0,
-//    int8 14.0 → 12.0. The paged bench, two threads: 27.4 / 27.0 → 25.0 / 24.0 ms.
+//    24 pairs (the two others: bf16 two threads at S_k 32768, one pair even; int8 two threads,
+//    one pair the other way). S_k 32768 (128 MiB of bf16 K+V), one thread: bf16 12.0 → 9.3
+//    ms, int8 3.7 → 3.4; two threads: bf16 4.3 → 3.4, int8 even (1.76-1.86 ms). S_k 131072
+//    (512 MiB): one thread bf16 51.7 → 45.5 ms, int8 28.0 → 24.5; two threads bf16 26.1 →
+//    23.0, int8 14.0 → 12.0. The paged bench, two threads, two runs of each level: 27.4 and
+//    27.0 → 25.0 and 24.0 ms.
 simd::CacheLevel choose_decode_prefetch_level(const char* setting, const CpuFeatures& cpu) {
   const std::string_view value = setting == nullptr ? "" : setting;
   if (value == "l1") return simd::CacheLevel::kL1;
