@@ -113,8 +113,8 @@ PathChoice choose_bf16_path(const CpuFeatures& cpu, std::string_view forced,
   }
   // auto does not take the AMX path, so it never asks for the permission. Measured on a
   // Sapphire-Rapids-class Xeon (amx_tile, amx_bf16; one core, highway:AVX3_DL; one sweep) it
-  // runs dense bf16 prefill 1.7-3.4x the fp32 path from S = 2048 (D 128, S 8192: 459 against
-  // 136 GFLOP/s; docs/architecture.md, "Compute paths"), but it rounds the probabilities to
+  // runs dense bf16 prefill 1.8-3.4x the fp32 path from S = 2048 (D 128, S 8192: 451 against
+  // 133 GFLOP/s; docs/architecture.md, "Compute paths"), but it rounds the probabilities to
   // bf16 (up to 4.7e-3 of max|ref| against float64, where the fp32 path is within about 1e-6),
   // and auto keeps the README's promise: a bf16 run is bit for bit the fp32 run on the widened
   // inputs, rounded once.
