@@ -115,13 +115,13 @@ PathChoice choose_bf16_path(const CpuFeatures& cpu, std::string_view forced,
   // Sapphire-Rapids-class Xeon (amx_tile, amx_bf16; one core, highway:AVX3_DL; one sweep) it
   // runs dense bf16 prefill 1.8-3.4x the fp32 path from S = 2048 (D 128, S 8192: 451 against
   // 133 GFLOP/s; docs/architecture.md, "Compute paths"), but it rounds the probabilities to
-  // bf16 (up to 4.7e-3 of max|ref| against float64, where the fp32 path is within about 1e-6),
+  // bf16 (up to 4.72e-3 of max|ref| against float64, where the fp32 path is within about 1e-6),
   // and auto keeps the README's promise: a bf16 run is bit for bit the fp32 run on the widened
   // inputs, rounded once.
   std::string no_amx = "this CPU has no AMX (amx_tile, amx_bf16)";
   if (cpu.amx_tile && cpu.amx_bf16) {
     no_amx =
-        "the AMX path runs only when forced (SEQATTN_COMPUTE_PATH=amx-bf16): up to 3x faster, it "
+        "the AMX path runs only when forced (SEQATTN_COMPUTE_PATH=amx-bf16): up to 3.4x faster, it "
         "rounds the probabilities to bf16, where auto keeps the bit-for-bit fp32 result on "
         "widened inputs";
   }

@@ -34,7 +34,8 @@ struct PathChoice {
 
 // The path for bf16 operands on `cpu`. `forced` is SEQATTN_COMPUTE_PATH's value ("" or "auto":
 // never AMX, which rounds the probabilities (it runs only when forced); vdpbf16ps where the
-// model runs it at least at the fp32 rate and its kernels are built (not yet); else fp32;
+// model runs it at least at the fp32 rate and its kernels are built (not yet: they would break
+// the bit-for-bit promise too, and face the same choice when built); else fp32;
 // "fp32", "amx-bf16", "avx512-bf16", "amx-emulated": that path or an Error naming
 // SEQATTN_COMPUTE_PATH that says why it cannot run). `ask_amx` asks Linux for the AMX tile
 // state (request_amx_permission; a test passes its own), called only when AMX would run.

@@ -358,9 +358,10 @@ TEST(AmxBlocks, ScoresOnOddShapes) {
 }
 
 // P (rows × keys probabilities) · V block [32, 32 + keys) of V (32 + keys rows × cols), the
-// reduction keys_pad: whole 32-key steps, round_up(keys, 32) or more (the flash kernel always
-// passes 128, zeros past its keys). P's rows are 32 bf16 longer than the reduction, NaN
-// there, so a kernel that took its stride for its reduction would write NaN.
+// reduction keys_pad: whole 32-key steps, round_up(keys, 32) or more (the flash kernel passes
+// the steps holding the keys a block can see, with zeros for masked keys inside them). P's rows are
+// 32 bf16 longer than the reduction, NaN there, so a kernel that took its stride for its reduction
+// would write NaN.
 struct ValuesProblem {
   std::size_t rows, keys, cols, keys_pad, cols_pad, p_stride, pf_stride, v_stride, t_stride;
   std::vector<float> pf, v;
@@ -524,9 +525,9 @@ TEST(AmxBlocks, AmxTilesOnThisCpuWithinTheBoundOfTheEmulation) {
                  "AMX rows " + std::to_string(rows) + " D " + std::to_string(depth) + " S");
       count(got, p.Scores(EmulatedScores));
     }
-    // One 32-key step; four of which three are zeros (the flash kernel's short tiles); four.
+    // One 32-key step; four of which three are zeros; three; four.
     for (const auto& [keys, reduction] :
-         {std::pair<std::size_t, std::size_t>{17, 0}, {17, 128}, {100, 0}}) {
+         {std::pair<std::size_t, std::size_t>{17, 0}, {17, 128}, {80, 0}, {100, 0}}) {
       for (const std::size_t cols : {16, 80, 128}) {
         const ValuesProblem pr(rows, keys, cols, rng, reduction);
         const auto term = [&](std::size_t i, std::size_t c, std::size_t k) {
