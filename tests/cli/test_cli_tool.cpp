@@ -466,9 +466,13 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   const nlohmann::json& decode = j["decode"];
   EXPECT_EQ(decode["seq_q"], 1);
   EXPECT_EQ(decode["kv_heads"], 8);
-  // S_k = 512, 1024 × f32, bf16, f16, i8 caches × 1 and 2 threads.
+  // S_k = 512, 1024 × f32, bf16, f16, i8 caches × 1 and 2 threads. Every decode and paged row
+  // says which cache the kernel's prefetches filled: the process's one level.
   ASSERT_EQ(decode["points"].size(), 16u);
+  const nlohmann::json level = decode["points"][0]["decode_prefetch"];
+  ASSERT_TRUE(level == "l1" || level == "l2") << level;
   for (const auto& p : decode["points"]) {
+    EXPECT_EQ(p["decode_prefetch"], level) << p;
     EXPECT_GT(p["median_ms"].get<double>(), 0.0);
     EXPECT_GT(p["kv_gbps"].get<double>(), 0.0);
     EXPECT_TRUE(p["percent_of_bandwidth"].is_number());
@@ -486,17 +490,13 @@ TEST_F(CliTest, ReportWritesJsonMarkdownAndPng) {
   EXPECT_EQ(decode["paged"][0]["kv_dtype"], "bf16");
   EXPECT_EQ(decode["paged"][1]["kv_dtype"], "i8");
   for (const auto& p : decode["paged"]) {
+    EXPECT_EQ(p["decode_prefetch"], level) << p;
     EXPECT_EQ(p["sequences"], 4);
     EXPECT_EQ(p["min_len"], 512);
     EXPECT_EQ(p["max_len"], 1024);
     EXPECT_GT(p["kv_gbps"].get<double>(), 0.0);
     EXPECT_GT(p["probe_gbps"].get<double>(), 0.0);
   }
-  // Every decode row says which cache the kernel's prefetches filled: the process's one level.
-  const nlohmann::json level = decode["points"][0]["decode_prefetch"];
-  EXPECT_TRUE(level == "l1" || level == "l2") << level;
-  for (const auto& p : decode["points"]) EXPECT_EQ(p["decode_prefetch"], level) << p;
-  for (const auto& p : decode["paged"]) EXPECT_EQ(p["decode_prefetch"], level) << p;
   // Ring attention: strong (S = 64) and weak (16 per process) scaling, non-causal and causal,
   // P = 1, 2, 4 through mpirun; or, in a build without MPI, the reason it is skipped.
   ASSERT_TRUE(j.contains("ring"));

@@ -263,7 +263,6 @@ TEST(DecodePrefetch, RecordsSayTheLevelTheirRunUsed) {
   constexpr std::int64_t kHeads = 4, kKv = 2, kDim = 16, kLen = 70;
   OwnedTensor q = make_zeros(1, kHeads, 1, kDim), out = make_zeros(1, kHeads, 1, kDim),
               k = make_zeros(1, kKv, kLen, kDim);
-  k.storage.assign(k.storage.size(), 0.25f);
   KvCache cache({1, kKv, kLen, kDim, kDim});
   cache.append(k.cview(), k.cview());
   const RunRecord over_cache =

@@ -244,6 +244,7 @@ TEST(SteadyDecode, StagingInTheWorkspaceGivesTheSameBits) {
     const AttentionPlan plan = make_plan(paged_shape(pool.shape(), 3, kHeads, kSeqQ, 128), options);
     testing::GuardedWorkspace ws(plan.workspace_bytes());
     const std::size_t short_bytes = plan.workspace_bytes() - 4 * 3 * kHeads * kSeqQ * (16 + 80);
+    const testing::GuardedWorkspace short_ws(short_bytes);  // its own guard, right past it
     for (const DType io : {DType::kBF16, DType::kF16, DType::kF32}) {
       SCOPED_TRACE(std::string(to_string(io)) +
                    (precision == Fp32Precision::kBf16 ? ", q rounded to bf16" : ""));
@@ -260,8 +261,7 @@ TEST(SteadyDecode, StagingInTheWorkspaceGivesTheSameBits) {
                                   ? AnyTensor(floats.back().view)
                                   : view_of<AnyTensor>(io, halves[run].data(), out_init.shape);
         RunArgs args{.query_lengths = counts};
-        if (run > 0)
-          args.workspace = ws.bytes().first(run == 1 ? plan.workspace_bytes() : short_bytes);
+        if (run > 0) args.workspace = run == 1 ? ws.bytes() : short_ws.bytes();
         plan.run(qv, pool, ids, out, args);
       }
       EXPECT_EQ(halves[0], halves[1]);
@@ -277,6 +277,7 @@ TEST(SteadyDecode, StagingInTheWorkspaceGivesTheSameBits) {
       }
     }
     EXPECT_TRUE(ws.guard_intact()) << "a run wrote past its workspace";
+    EXPECT_TRUE(short_ws.guard_intact()) << "a run wrote past the short workspace";
   }
 }
 
