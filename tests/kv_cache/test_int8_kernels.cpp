@@ -1,7 +1,9 @@
 // The int8 KV cache's portable micro-kernels on every compiled Highway target, exact against
 // int64 references: QuadDotTile (Q·Kᵀ over key quads) and PairDotTile (P·V over value pairs)
-// for 1-6 rows, odd depths and widths, extreme values and strided rows; and the int16
-// quantisation of the probabilities (round to nearest even, the same on every target).
+// over both ops families of src/simd/int8_ops-inl.h (the pmaddwd pairs where the target has
+// them, and the int32 lanes), for 1-6 rows, odd depths and widths (passes and their edges),
+// extreme values and strided rows; and the int16 quantisation of the probabilities (round to
+// nearest even, the same on every target).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "tests/kv_cache/test_int8_kernels.cpp"
 #include <hwy/aligned_allocator.h>
@@ -12,9 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <random>
+#include <type_traits>
 #include <vector>
 
-#include "src/simd/highway_ops-inl.h"
+#include "src/simd/int8_ops-inl.h"
 #include "src/simd/prefetch.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -22,12 +25,14 @@ namespace seqattn::int8_test::HWY_NAMESPACE {
 // clang-format off
 #include "src/kernel/decode/int8_products-inl.h"  // IWYU pragma: keep
 // clang-format on
+using simd::HWY_NAMESPACE::Int8PairOps;
+using simd::HWY_NAMESPACE::Int8QuadOps;
 using simd::HWY_NAMESPACE::PairOps;
 using simd::HWY_NAMESPACE::QuadOps;
 
 constexpr size_t kBlock = 64;  // keys of a cache block: a quad row is 4·64 bytes
 
-template <size_t kRows, size_t kVecs>
+template <class QOps, size_t kRows, size_t kVecs>
 void CheckQuadTile(std::mt19937& gen, size_t quads) {
   constexpr size_t kKeys = kVecs * QuadOps::kLanes, kQuadRow = 4 * kBlock;
   const size_t q_stride = quads * 4 + 5;
@@ -39,9 +44,15 @@ void CheckQuadTile(std::mt19937& gen, size_t quads) {
     k[d / 4 * kQuadRow + d % 4] = -127;
     q[d] = 127;
   }
+  const size_t f_stride = quads * QOps::kParts + 3;  // the rows' factors, strided too
+  std::vector<std::int32_t> factors(kRows * f_stride);
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t c = 0; c < quads; ++c)
+      QOps::QueryFactors(&q[r * q_stride + 4 * c], &factors[r * f_stride + c * QOps::kParts]);
+  }
   auto out = hwy::AllocateAligned<float>(kRows * kKeys);
-  QuadDotTile<QuadOps, kRows, kVecs>(q.data(), q_stride, k.data(), kQuadRow, quads, out.get(),
-                                     kKeys, simd::Prefetch{});
+  QuadDotTile<QOps, kRows, kVecs>(factors.data(), f_stride, k.data(), kQuadRow, quads, out.get(),
+                                  kKeys, simd::Prefetch{});
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t t = 0; t < kKeys; ++t) {
       std::int64_t sum = 0;
@@ -54,7 +65,7 @@ void CheckQuadTile(std::mt19937& gen, size_t quads) {
   }
 }
 
-template <size_t kRows>
+template <class POps, size_t kRows>
 void CheckPairTile(std::mt19937& gen, size_t pairs, size_t cols) {
   const size_t pair_stride = 2 * cols + 32, w_stride = 2 * pairs + 1;
   std::uniform_int_distribution<int> byte(-127, 127), weight(0, 32767);
@@ -67,8 +78,8 @@ void CheckPairTile(std::mt19937& gen, size_t pairs, size_t cols) {
     w[t] = 32767;
   }
   auto out = hwy::AllocateAligned<float>(kRows * cols);
-  PairDotTile<PairOps, kRows>(w.data(), w_stride, v.data(), pair_stride, pairs, cols, out.get(),
-                              cols, simd::Prefetch{});
+  PairDotTile<POps, kRows>(w.data(), w_stride, v.data(), pair_stride, pairs, cols, out.get(), cols,
+                           simd::Prefetch{});
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t c = 0; c < cols; ++c) {
       std::int64_t sum = 0;
@@ -80,27 +91,41 @@ void CheckPairTile(std::mt19937& gen, size_t pairs, size_t cols) {
   }
 }
 
+template <class QOps>
+void CheckQuadTiles(std::mt19937& gen) {
+  for (const size_t quads : {1, 3, 5, 32, 33}) {
+    CheckQuadTile<QOps, 1, 1>(gen, quads);
+    CheckQuadTile<QOps, 4, 2>(gen, quads);
+    CheckQuadTile<QOps, 6, 2>(gen, quads);
+    CheckQuadTile<QOps, 3, 4>(gen, quads);
+    CheckQuadTile<QOps, 5, 1>(gen, quads);
+    CheckQuadTile<QOps, 2, 5>(gen, quads);  // two-vector passes and a one-vector edge on AVX2
+    CheckQuadTile<QOps, 4, kBlock / QOps::kLanes>(gen, quads);  // the worker's 64-key tile
+  }
+}
+
 void TestQuadDotTileIsExact() {
   std::mt19937 gen(11);
-  for (const size_t quads : {1, 3, 5, 32, 33}) {
-    CheckQuadTile<1, 1>(gen, quads);
-    CheckQuadTile<4, 2>(gen, quads);
-    CheckQuadTile<6, 2>(gen, quads);
-    CheckQuadTile<3, 4>(gen, quads);
-    CheckQuadTile<5, 1>(gen, quads);
+  CheckQuadTiles<QuadOps>(gen);
+  if constexpr (!std::is_same_v<Int8QuadOps, QuadOps>) CheckQuadTiles<Int8QuadOps>(gen);
+}
+
+template <class POps>
+void CheckPairTiles(std::mt19937& gen) {
+  const size_t lanes = POps::kLanes;
+  for (const size_t pairs : {1, 4, 32}) {
+    for (const size_t vecs : {1, 3, 5, 9}) {  // odd widths take the one-vector edge pass
+      CheckPairTile<POps, 1>(gen, pairs, vecs * lanes);
+      CheckPairTile<POps, 4>(gen, pairs, vecs * lanes);
+      CheckPairTile<POps, 6>(gen, pairs, vecs * lanes);
+    }
   }
 }
 
 void TestPairDotTileIsExact() {
   std::mt19937 gen(12);
-  const size_t lanes = PairOps::kLanes;
-  for (const size_t pairs : {1, 4, 32}) {
-    for (const size_t vecs : {1, 3, 5, 9}) {  // odd widths take the one-vector edge pass
-      CheckPairTile<1>(gen, pairs, vecs * lanes);
-      CheckPairTile<4>(gen, pairs, vecs * lanes);
-      CheckPairTile<6>(gen, pairs, vecs * lanes);
-    }
-  }
+  CheckPairTiles<PairOps>(gen);
+  if constexpr (!std::is_same_v<Int8PairOps, PairOps>) CheckPairTiles<Int8PairOps>(gen);
 }
 
 void TestWeightsRoundToNearestEven() {

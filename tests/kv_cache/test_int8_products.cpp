@@ -167,12 +167,13 @@ std::map<std::string, std::vector<float>> decode_on_every_target(
   return outs;
 }
 
-// AVX3 and AVX3_DL share the fp32 blocking (16 lanes, 64-key tiles) and differ only in the
-// int8 micro-kernels (portable int32 lanes; vpdpbusd and vpdpwssd on a VNNI CPU): their outputs
-// must be equal bit for bit, which shows the two give the same integers. Narrower targets take
-// 16- or 8-key tiles, so their probabilities are rounded to int16 against another tile maximum,
-// and sum in another order: within 2e-4. Group 4 (a 4-row micro-tile) and group 8 (6 rows and
-// a 2-row remainder).
+// AVX3 and AVX3_DL share the fp32 blocking (16 lanes) and differ only in the int8
+// micro-kernels (portable pmaddwd pairs; vpdpbusd and vpdpwssd on a VNNI CPU): their outputs
+// must be equal bit for bit, which shows the two give the same integers. Every target takes
+// 64-key int8 tiles, so the others differ only in their softmax's lanes (the order of the
+// sums, an exp2 without FMA, so now and then a probability rounded to the next int16): within
+// 3e-5 (this file printed at most 5.9e-6 on Zen 3). Group 4 (a 4-row micro-tile) and group 8
+// (6 rows and a 2-row remainder).
 TEST(Int8Products, DecodeIsTheSameOnEveryTarget) {
   for (const std::int64_t heads : {8, 16}) {
     for (const std::int64_t dim : {17, 64, 130}) {
@@ -196,10 +197,16 @@ TEST(Int8Products, DecodeIsTheSameOnEveryTarget) {
       float scale = 0;
       for (const float x : first) scale = std::max(scale, std::fabs(x));
       for (const auto& [name, out] : outs) {
+        float worst = 0;
         for (std::size_t i = 0; i < out.size(); ++i) {
-          ASSERT_LE(std::fabs(out[i] - first[i]), 2e-4f * scale)
+          worst = std::max(worst, std::fabs(out[i] - first[i]));
+          ASSERT_LE(std::fabs(out[i] - first[i]), 3e-5f * scale)
               << name << " vs " << outs.begin()->first << " at " << i;
         }
+        if (name == outs.begin()->first) continue;
+        std::printf("int8 decode H %lld D %lld: %s vs %s: %.3g of max|out|\n",
+                    static_cast<long long>(heads), static_cast<long long>(dim), name.c_str(),
+                    outs.begin()->first.c_str(), static_cast<double>(worst / scale));
       }
     }
   }

@@ -123,12 +123,14 @@ struct CacheScratchLayout {
   static constexpr std::int64_t kMaxLanes = 16;
   static std::int64_t line(std::int64_t floats) { return (floats + 15) / 16 * 16; }
   // q8: an int8 cache's queries quantised to int8, rows of dim rounded up to whole quads;
-  // pv: an int8 cache's P·V of one tile, [kMaxRows][dv_pad], before its scale.
-  std::int64_t q, q8, o, scores, sum_lanes, m, alpha, angles, pv, total;
+  // qf: the same queries as the int8 ops' factors (src/simd/int8_ops-inl.h: at most one int32
+  // per byte); pv: an int8 cache's P·V of one tile, [kMaxRows][dv_pad], before its scale.
+  std::int64_t q, q8, qf, o, scores, sum_lanes, m, alpha, angles, pv, total;
   CacheScratchLayout(std::int64_t row_tile, std::int64_t dim, std::int64_t dv_pad) {
     q = 0;
     q8 = q + line(row_tile * dim);
-    o = q8 + line(row_tile * ((dim + 3) / 4));
+    qf = q8 + line(row_tile * ((dim + 3) / 4));
+    o = qf + line(row_tile * ((dim + 3) / 4 * 4));
     scores = o + line(row_tile * dv_pad);
     sum_lanes = scores + kMaxRows * kKvBlock;
     m = sum_lanes + row_tile * kMaxLanes;

@@ -19,6 +19,7 @@
 #include "src/runtime/int8_rows.hpp"
 #include "src/simd/exp2-inl.h"
 #include "src/simd/highway_ops-inl.h"
+#include "src/simd/int8_ops-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace seqattn::detail::HWY_NAMESPACE {

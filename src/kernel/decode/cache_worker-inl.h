@@ -25,14 +25,22 @@ template <class Ops, class Elem>
 class CacheWorker {
  public:
   static constexpr FlashBlocking kBlocking = kFlashBlocking<Ops>;
+  static constexpr bool kQuantized = std::is_same_v<Elem, std::int8_t>;
   static constexpr size_t kRows = kBlocking.rows;
-  static constexpr size_t kKeyVecs = kBlocking.key_vecs;
-  static constexpr size_t kOutVecs = kBlocking.out_vecs;
   static constexpr size_t kLanes = Ops::kLanes;
+  // An int8 tile is a whole 64-key block on every target: its per-tile work (the weights' row
+  // max and quantisation, the scaled P·V added to O: passes over dv_pad per row) costs as much
+  // at 16 keys as at 64. One Zen 3 thread (AVX2; S_k 32768, H 32, H_kv 8, D 128): 16-key tiles
+  // 8.76 and 8.85 ms, 64-key tiles 7.91 and 8.14 (alternating runs). The fp32 path keeps the
+  // flash blocking's tile: 64 keys in 16-key passes measured slower there (bf16 14.5-14.6 ->
+  // 15.4-18.1 ms).
+  static constexpr size_t kKeyVecs = kQuantized ? kKvBlock / kLanes : kBlocking.key_vecs;
+  static constexpr size_t kOutVecs = kBlocking.out_vecs;
   static constexpr std::int64_t kWidth = static_cast<std::int64_t>(kKeyVecs * kLanes);
   static_assert(kKvBlock % kWidth == 0, "a key tile never crosses a cache block");
   static_assert(kRows <= CacheScratchLayout::kMaxRows && kLanes <= CacheScratchLayout::kMaxLanes);
-  static constexpr bool kQuantized = std::is_same_v<Elem, std::int8_t>;
+  using QOps = simd::HWY_NAMESPACE::Int8QuadOps;  // the int8 products' ops on this target
+  using POps = simd::HWY_NAMESPACE::Int8PairOps;
 
   // vnni: the int8 products run on QuadDot64Avx512Vnni and PairDotAvx512Vnni (an AVX-512
   // target on a CPU with VNNI).
@@ -130,6 +138,9 @@ class CacheWorker {
 
   float* q() const { return scratch_ + layout_.q; }
   std::int8_t* q8() const { return reinterpret_cast<std::int8_t*>(scratch_ + layout_.q8); }
+  std::int32_t* qf() const { return reinterpret_cast<std::int32_t*>(scratch_ + layout_.qf); }
+  // int32 factors of one query row in qf().
+  size_t qf_stride() const { return static_cast<size_t>(p_.kv.key_rows()) / 4 * QOps::kParts; }
   float* o() const { return scratch_ + layout_.o; }
   float* scores() const { return scratch_ + layout_.scores; }
   float* sum_lanes() const { return scratch_ + layout_.sum_lanes; }
@@ -190,6 +201,9 @@ class CacheWorker {
     }
     q_scale_[static_cast<size_t>(r)] = scale;
     q_sum_[static_cast<size_t>(r)] = sum;
+    std::int32_t* factors = qf() + static_cast<size_t>(r) * qf_stride();
+    for (std::int64_t c = 0; c < rows / kKeyQuad; ++c)
+      QOps::QueryFactors(dst + c * kKeyQuad, factors + static_cast<size_t>(c) * QOps::kParts);
   }
 
   bool tile_has_global(std::int64_t j0) const {
@@ -310,17 +324,16 @@ class CacheWorker {
   // float(dot) · key scale[t] · query scale[r], in that order on every target.
   template <size_t kR>
   void Int8Scores(std::int64_t row0, const Elem* k_tile, float* s) const {
-    using QOps = simd::HWY_NAMESPACE::QuadOps;
     const auto rows = static_cast<size_t>(p_.kv.key_rows());
-    const std::int8_t* q = q8() + static_cast<size_t>(row0) * rows;
     constexpr size_t kQuadRow = kKeyQuad * kKvBlock;  // bytes from one quad of keys to the next
-    static_assert(kR <= 6 && QOps::kLanes == kLanes, "the VNNI kernels take 1-6 rows");
-    if (kWidth == 64 && vnni_) {
-      QuadDot64Avx512Vnni(q, rows, q_sum_.data() + row0, k_tile, kQuadRow, rows / kKeyQuad, kR, s,
-                          kWidth, prefetch_k_);
+    static_assert(kR <= 6 && QOps::kLanes == kLanes && kWidth == 64,
+                  "the VNNI kernels take 1-6 rows of 64 keys");
+    if (vnni_) {
+      QuadDot64Avx512Vnni(q8() + static_cast<size_t>(row0) * rows, rows, q_sum_.data() + row0,
+                          k_tile, kQuadRow, rows / kKeyQuad, kR, s, kWidth, prefetch_k_);
     } else {
-      QuadDotTile<QOps, kR, kKeyVecs>(q, rows, k_tile, kQuadRow, rows / kKeyQuad, s, kWidth,
-                                      prefetch_k_);
+      QuadDotTile<QOps, kR, kKeyVecs>(qf() + static_cast<size_t>(row0) * qf_stride(), qf_stride(),
+                                      k_tile, kQuadRow, rows / kKeyQuad, s, kWidth, prefetch_k_);
     }
     for (size_t r = 0; r < kR; ++r) {
       const auto qs = Ops::Set(q_scale_[static_cast<size_t>(row0) + r]);
@@ -337,7 +350,6 @@ class CacheWorker {
   // order on every target.
   template <size_t kR>
   void Int8Values(std::int64_t row0, const Elem* v_tile, bool rescale) {
-    using POps = simd::HWY_NAMESPACE::PairOps;
     float* s = scores();
     const auto dv_pad = static_cast<size_t>(p_.kv.dv_pad);
     std::array<float, kR> w_scale, unit;
@@ -345,7 +357,7 @@ class CacheWorker {
       w_scale[r] = Int8Weights(s + r * kWidth, w16_.data() + r * kWidth, unit[r]);
     float* pv = scratch_ + layout_.pv;
     constexpr size_t kPair = 2;  // keys per 16-bit lane of a value block
-    if (kWidth == 64 && vnni_) {
+    if (vnni_) {
       PairDotAvx512Vnni(w16_.data(), kWidth, v_tile, kPair * dv_pad, kWidth / kPair, kR, dv_pad, pv,
                         dv_pad, prefetch_v_);
     } else {
@@ -369,7 +381,6 @@ class CacheWorker {
   // whose largest weight is below 2^-60 is first multiplied by 2^64 (exact), so 32767 / max
   // stays finite and the scale stays normal; `unit` (2^-64, else 1) undoes it after the sums.
   float Int8Weights(float* row, std::int16_t* w16, float& unit) const {
-    using POps = simd::HWY_NAMESPACE::PairOps;
     auto top = Ops::Zero(), total = Ops::Zero();  // the sum carries a NaN, which Max may drop
     for (size_t v = 0; v < kKeyVecs; ++v) {
       const auto w = Ops::Mul(Ops::Load(row + v * kLanes), Ops::Load(v_scales_ + v * kLanes));

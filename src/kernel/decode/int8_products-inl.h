@@ -3,12 +3,13 @@
 // and a tile's dot products are exact int32 sums. P·V: a tile's probabilities, times the
 // values' scales, are quantised per row to int16 (scale = max / 32767) and the sums over the
 // tile's keys are exact int32. QuadDotTile and PairDotTile are the portable micro-kernels over
-// QuadOps / PairOps (every Highway target); int8_products_avx512vnni.cpp has the same contracts
-// on vpdpbusd / vpdpwssd. Both give the same integers, converted to float once, so the result
-// is bitwise the same on either path.
+// an ops family of src/simd/int8_ops-inl.h (pmaddwd pairs on every x86 target, int32 lanes on
+// the scalar fallback); int8_products_avx512vnni.cpp has the same contracts on vpdpbusd /
+// vpdpwssd. All give the same integers, converted to float once, so the result is bitwise the
+// same on any path.
 //
 // No include guard and no namespace: cache_attention.cpp includes this inside its per-target
-// namespace (within seqattn), after src/simd/highway_ops-inl.h and src/simd/prefetch.hpp.
+// namespace (within seqattn), after src/simd/int8_ops-inl.h and src/simd/prefetch.hpp.
 
 // Prefetches the lines that start inside [p, p + bytes), `ahead.offset` bytes further on: a
 // line shared by several narrow tiles or column passes is asked for once, by the pass its start
@@ -34,33 +35,71 @@ HWY_INLINE void StoreSums(const typename IOps::V (&acc)[kRows][kVecs], float* HW
   }
 }
 
-// out[r][0, kVecs·L) = Σ_d q[r][d] · k[d][0, kVecs·L) for kRows query rows (int8, q_stride
-// bytes apart, zero padded to whole quads) and a tile of key quads (quad c at k + c·quad_stride
-// bytes, 4 bytes per key), as floats. prefetch (offset in bytes): each quad row's tile that far
-// ahead. Knows nothing of heads, blocks or scales. The 4 bytes of a key vector are
-// split once and used by every row.
+// out[r][0, kVecs·L) = Σ_d q[r][d] · k[d][0, kVecs·L) for kRows query rows and a tile of key
+// quads (quad c at k + c·quad_stride bytes, 4 bytes per key), as floats. The rows come as
+// QOps::QueryFactors of their quads (kParts int32 per quad, q_stride int32 apart). prefetch
+// (offset in bytes): each quad row's tile that far ahead. Knows nothing of heads, blocks or
+// scales. A quad row's vectors are split once and used by every row; a row's factors are
+// broadcast once and used by every vector.
 template <class QOps, size_t kRows, size_t kVecs>
-HWY_INLINE void QuadDotTile(const std::int8_t* HWY_RESTRICT q, size_t q_stride,
-                            const std::int8_t* HWY_RESTRICT k, size_t quad_stride, size_t quads,
-                            float* HWY_RESTRICT out, size_t out_stride, simd::Prefetch prefetch) {
+HWY_INLINE void QuadDotColumns(const std::int32_t* HWY_RESTRICT q, size_t q_stride,
+                               const std::int8_t* HWY_RESTRICT k, size_t quad_stride, size_t quads,
+                               float* HWY_RESTRICT out, size_t out_stride,
+                               simd::Prefetch prefetch) {
   using V = typename QOps::V;
-  constexpr size_t kLanes = QOps::kLanes;
+  constexpr size_t kLanes = QOps::kLanes, kParts = QOps::kParts;
   constexpr size_t kTileBytes = kVecs * kLanes * 4;
   V acc[kRows][kVecs];
   ZeroSums<QOps>(acc);
   for (size_t c = 0; c < quads; ++c) {
     const std::int8_t* HWY_RESTRICT quad_row = k + c * quad_stride;
     if (prefetch) PrefetchLinesStartingIn(quad_row, kTileBytes, prefetch);
-    for (size_t v = 0; v < kVecs; ++v) {
-      V bytes[4];
-      QOps::Bytes(QOps::Load(quad_row + v * kLanes * 4), bytes);
-      for (size_t r = 0; r < kRows; ++r) {
-        const std::int8_t* q4 = q + r * q_stride + c * 4;
-        for (size_t i = 0; i < 4; ++i) acc[r][v] = QOps::MulAdd(bytes[i], q4[i], acc[r][v]);
+    V part[kVecs][kParts];
+    for (size_t v = 0; v < kVecs; ++v)
+      QOps::Split(QOps::LoadLanes(quad_row + v * kLanes * 4), part[v]);
+    for (size_t r = 0; r < kRows; ++r) {
+      const std::int32_t* f = q + r * q_stride + c * kParts;
+      for (size_t i = 0; i < kParts; ++i) {
+        const V factor = QOps::Factor(f[i]);
+        for (size_t v = 0; v < kVecs; ++v)
+          acc[r][v] = QOps::MulAddPart(part[v][i], factor, acc[r][v]);
       }
     }
   }
   StoreSums<QOps>(acc, out, out_stride);
+}
+
+// Vectors of keys per QuadDotColumns pass: as many as the registers hold with rows × pass
+// accumulators, the pass's split parts and a broadcast factor (AVX2's 16 registers: two
+// vectors up to 5 rows, one for 6; without that bound the compiler kept every row's factors
+// and spilled accumulators to the stack in the hot loop).
+template <class QOps, size_t kRows>
+constexpr size_t QuadPassVecs() {
+  for (size_t vecs = 4; vecs > 1; vecs /= 2) {
+    if (kRows * vecs + vecs * QOps::kParts + 1 <= QOps::kRegisters) return vecs;
+  }
+  return 1;
+}
+
+// QuadDotColumns over kVecs vectors of keys in passes (QuadPassVecs). A pass re-reads the quad
+// rows the others read, from L1.
+template <class QOps, size_t kRows, size_t kVecs>
+HWY_INLINE void QuadDotTile(const std::int32_t* HWY_RESTRICT q, size_t q_stride,
+                            const std::int8_t* HWY_RESTRICT k, size_t quad_stride, size_t quads,
+                            float* HWY_RESTRICT out, size_t out_stride, simd::Prefetch prefetch) {
+  constexpr size_t kLanes = QOps::kLanes;
+  constexpr size_t kPass = QuadPassVecs<QOps, kRows>();
+  size_t v = 0;
+  for (; v + kPass <= kVecs; v += kPass) {
+    QuadDotColumns<QOps, kRows, kPass>(q, q_stride, k + v * kLanes * 4, quad_stride, quads,
+                                       out + v * kLanes, out_stride, prefetch);
+  }
+  if constexpr (kVecs % kPass != 0) {  // a width that is not a whole number of passes
+    for (; v < kVecs; ++v) {
+      QuadDotColumns<QOps, kRows, 1>(q, q_stride, k + v * kLanes * 4, quad_stride, quads,
+                                     out + v * kLanes, out_stride, prefetch);
+    }
+  }
 }
 
 // PairDotTile for kVecs vectors of columns.
@@ -78,12 +117,10 @@ HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stri
     const std::int8_t* HWY_RESTRICT pair = v + p * pair_stride;
     if (prefetch) PrefetchLinesStartingIn(pair, kChunkBytes, prefetch);
     for (size_t c = 0; c < kVecs; ++c) {
-      V low, high;
-      POps::Halves(POps::Load(pair + 2 * c * kLanes), low, high);
-      for (size_t r = 0; r < kRows; ++r) {
-        const std::int16_t* wr = w + r * w_stride + 2 * p;
-        acc[r][c] = POps::MulAdd(high, wr[1], POps::MulAdd(low, wr[0], acc[r][c]));
-      }
+      V part[POps::kParts];
+      POps::Split(POps::Load(pair + 2 * c * kLanes), part);
+      for (size_t r = 0; r < kRows; ++r)
+        acc[r][c] = POps::MulAddPair(part, w + r * w_stride + 2 * p, acc[r][c]);
     }
   }
   StoreSums<POps>(acc, out, out_stride);
