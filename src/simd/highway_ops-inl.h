@@ -1,7 +1,8 @@
 // The Highway backend of the SIMD primitive layer: the few vector operations the kernels are
 // written over, for the target being compiled (xsimd_ops.hpp is the other backend). Kernels
 // take the ops type as a template parameter, so their source is shared by both backends and
-// only this file names hn::.
+// only this file names hn:: for them (int8_ops-inl.h has the int8 cache's integer ops, which
+// only the Highway backend has).
 
 // Per-target include guard, toggled by foreach_target.h.
 #if defined(SEQATTN_SIMD_HIGHWAY_OPS_INL_H_) == defined(HWY_TARGET_TOGGLE)

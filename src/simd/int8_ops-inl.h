@@ -1,13 +1,15 @@
 // The vector operations of an int8 KV cache's integer products (Q·Kᵀ over key quads, P·V over
 // value pairs, src/kernel/decode/int8_products-inl.h), for the target being compiled. Two
 // families give the same exact int32 sums:
-// - MaddQuadOps / MaddPairOps (every target with at least two 16-bit lanes per 32-bit lane, so
-//   every x86 target): bytes sign-extended to int16 and multiplied in pairs by pmaddwd, which
-//   adds the two products of each 32-bit lane. One instruction makes 2·L products.
-// - QuadOps / PairOps (the one-lane scalar fallback, and the reference the tests compare the
-//   pairs against): each byte moved to its own int32 lane and multiplied by vpmulld (or its
-//   emulation). One instruction makes L products. On one Zen 3 thread (AVX2, no VNNI; S_k 32768,
-//   H 32, H_kv 8, D 128) these ran the int8 decode step in 16.1-16.2 ms, slower than a bf16
+// - MaddQuadOps / MaddPairOps (every target but the one-lane SCALAR): bytes sign-extended to
+//   int16 and multiplied in pairs by Highway's ReorderWidenMulAccumulate, which is one pmaddwd
+//   on x86 (the two products of each 32-bit lane added). One instruction makes 2·L products.
+//   Elsewhere (EMU128, which clang compiles as the x86 fallback; NEON, SVE) it leaves part of
+//   the products in its second sum, which RearrangeToOddPlusEven adds back.
+// - QuadOps / PairOps (SCALAR, whose 32-bit lane holds no pair of 16-bit lanes, and the second
+//   family the tests check): each byte moved to its own int32 lane and multiplied by vpmulld
+//   (or its emulation). One instruction makes L products. On one Zen 3 thread (AVX2, no VNNI; S_k
+//   32768, H 32, H_kv 8, D 128) these ran the int8 decode step in 16.1-16.2 ms, slower than a bf16
 //   cache (14.6-15.2 ms); the pairs in 8.4-8.8 ms.
 // Int8QuadOps / Int8PairOps name the family a target's kernels use. The kernels take the query
 // and the weights in the family's own factor form (QueryFactors): the pairs need q's bytes
@@ -26,7 +28,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 HWY_BEFORE_NAMESPACE();
 namespace seqattn::simd::HWY_NAMESPACE {
@@ -45,9 +46,27 @@ struct Int32Ops {
   static HWY_INLINE void StoreFloat(V v, float* HWY_RESTRICT aligned) {
     hn::Store(hn::ConvertTo(DF(), v), DF(), aligned);
   }
-  // kLanes keys' quads (4 bytes each) or columns' pairs, any alignment, as int32 lanes.
+  // kLanes keys' quads (4 bytes each), any alignment, one key per int32 lane.
   static HWY_INLINE V LoadLanes(const std::int8_t* p) {
     return hn::LoadU(D(), reinterpret_cast<const std::int32_t*>(p));
+  }
+  // A factor (of a query quad or a pair of weights, in the family's form) in every lane.
+  static HWY_INLINE V Factor(std::int32_t f) { return hn::Set(D(), f); }
+};
+
+// The probabilities' quantisation to int16 that every P·V path shares.
+struct PairWeights : Int32Ops {
+  // out[i] = round-to-nearest-even(w[i] · mul) as int16 for kLanes weights in [0, 32767.5):
+  // the probabilities of an int8 cache's P·V. Rounded by adding and subtracting 1.5·2^23 (IEEE
+  // adds, so every target rounds the same way; Highway's scalar NearestInt adds 0.5 instead,
+  // which can differ next to a tie), then converted exactly.
+  static HWY_INLINE void QuantizeWeights(const float* HWY_RESTRICT w, float mul,
+                                         std::int16_t* HWY_RESTRICT out) {
+    const hn::Rebind<std::int16_t, D> d16;
+    const auto magic = hn::Set(DF(), 12582912.0f);
+    const auto scaled = hn::Mul(hn::Load(DF(), w), hn::Set(DF(), mul));
+    const auto rounded = hn::Sub(hn::Add(scaled, magic), magic);
+    hn::StoreU(hn::DemoteTo(d16, hn::ConvertTo(D(), rounded)), d16, out);
   }
 };
 
@@ -68,17 +87,15 @@ struct QuadOps : Int32Ops {
   static HWY_INLINE void QueryFactors(const std::int8_t* q4, std::int32_t* HWY_RESTRICT f) {
     for (size_t i = 0; i < 4; ++i) f[i] = q4[i];
   }
-  // A factor in every lane, and acc + part · factor.
-  static HWY_INLINE V Factor(std::int32_t f) { return hn::Set(D(), f); }
+  // acc + part · factor.
   static HWY_INLINE V MulAddPart(V part, V factor, V acc) {
     return hn::Add(acc, hn::Mul(part, factor));
   }
 };
 
 // Over int8 value pairs (an int8 KV cache stores tokens t and t+1 of one column in one 16-bit
-// lane): the pair's two bytes, sign-extended, each times its weight. And the probabilities'
-// quantisation to int16 that every P·V path shares.
-struct PairOps : Int32Ops {
+// lane): the pair's two bytes, sign-extended, each times its weight.
+struct PairOps : PairWeights {
   static constexpr size_t kParts = 2;
   // kLanes columns' pairs (2 bytes each, any alignment), one column per lane: key t (bits 0-7)
   // and key t+1 (bits 8-15).
@@ -92,32 +109,23 @@ struct PairOps : Int32Ops {
   }
   // acc + part[0] · w2[0] + part[1] · w2[1]: the pair's keys times their weights.
   static HWY_INLINE V MulAddPair(const V* HWY_RESTRICT part, const std::int16_t* w2, V acc) {
-    acc = hn::Add(acc, hn::Mul(part[0], hn::Set(D(), w2[0])));
-    return hn::Add(acc, hn::Mul(part[1], hn::Set(D(), w2[1])));
-  }
-  // out[i] = round-to-nearest-even(w[i] · mul) as int16 for kLanes weights in [0, 32767.5):
-  // the probabilities of an int8 cache's P·V. Rounded by adding and subtracting 1.5·2^23 (IEEE
-  // adds, so every target rounds the same way; Highway's scalar NearestInt adds 0.5 instead,
-  // which can differ next to a tie), then converted exactly.
-  static HWY_INLINE void QuantizeWeights(const float* HWY_RESTRICT w, float mul,
-                                         std::int16_t* HWY_RESTRICT out) {
-    const hn::Rebind<std::int16_t, D> d16;
-    const auto magic = hn::Set(DF(), 12582912.0f);
-    const auto scaled = hn::Mul(hn::Load(DF(), w), hn::Set(DF(), mul));
-    const auto rounded = hn::Sub(hn::Add(scaled, magic), magic);
-    hn::StoreU(hn::DemoteTo(d16, hn::ConvertTo(D(), rounded)), d16, out);
+    acc = hn::Add(acc, hn::Mul(part[0], Factor(w2[0])));
+    return hn::Add(acc, hn::Mul(part[1], Factor(w2[1])));
   }
 };
 
-#if HWY_TARGET != HWY_SCALAR  // pmaddwd needs two 16-bit lanes in each 32-bit lane
+#if HWY_TARGET != HWY_SCALAR  // the pairs need two 16-bit lanes in each 32-bit lane
 
-// pmaddwd of int16 lanes a and b into int32 lanes: acc + a[2i]·b[2i] + a[2i+1]·b[2i+1]. On x86
-// Highway's ReorderWidenMulAccumulate is exactly that (one pmaddwd, sum1 untouched).
+// acc + a[2i]·b[2i] + a[2i+1]·b[2i+1] for int16 lanes a, b and int32 lanes acc. Highway's
+// contract splits the products over two sums in a target's own order and has
+// RearrangeToOddPlusEven make lane i the pair's sum; on x86 the first sum is the whole pmaddwd
+// and the rearrangement returns it, so this is one pmaddwd and one add there.
 HWY_INLINE Int32Ops::V MulAddInt16Pairs(Int32Ops::V a, Int32Ops::V b, Int32Ops::V acc) {
   const hn::Repartition<std::int16_t, Int32Ops::D> d16;
-  Int32Ops::V unused = Int32Ops::Zero();
-  return hn::ReorderWidenMulAccumulate(Int32Ops::D(), hn::BitCast(d16, a), hn::BitCast(d16, b), acc,
-                                       unused);
+  Int32Ops::V odd = Int32Ops::Zero();
+  const Int32Ops::V even = hn::ReorderWidenMulAccumulate(
+      Int32Ops::D(), hn::BitCast(d16, a), hn::BitCast(d16, b), Int32Ops::Zero(), odd);
+  return hn::Add(acc, hn::RearrangeToOddPlusEven(even, odd));
 }
 
 // Two int16 as the 32-bit pattern pmaddwd reads as a pair: lo in bits 0-15, hi in 16-31.
@@ -142,7 +150,6 @@ struct MaddQuadOps : Int32Ops {
     f[0] = Int16Pair(q4[0], q4[2]);
     f[1] = Int16Pair(q4[1], q4[3]);
   }
-  static HWY_INLINE V Factor(std::int32_t f) { return hn::Set(D(), f); }
   static HWY_INLINE V MulAddPart(V part, V factor, V acc) {
     return MulAddInt16Pairs(part, factor, acc);
   }
@@ -150,7 +157,7 @@ struct MaddQuadOps : Int32Ops {
 
 // Value pairs sign-extended to int16 in place (pmovsxbw): lane c holds (v[t][c], v[t+1][c]),
 // and the pair's two int16 weights, read as one int32, are its factor.
-struct MaddPairOps : PairOps {
+struct MaddPairOps : PairWeights {
   static constexpr size_t kParts = 1;
   static HWY_INLINE V Load(const std::int8_t* p) {
     const hn::Repartition<std::int16_t, D> d16;
@@ -161,7 +168,7 @@ struct MaddPairOps : PairOps {
   static HWY_INLINE V MulAddPair(const V* HWY_RESTRICT part, const std::int16_t* w2, V acc) {
     std::int32_t both;
     std::memcpy(&both, w2, sizeof(both));  // w2[0] in the low half, as pmaddwd pairs them
-    return MulAddInt16Pairs(part[0], hn::Set(D(), both), acc);
+    return MulAddInt16Pairs(part[0], Factor(both), acc);
   }
 };
 

@@ -4,7 +4,7 @@
 // q = round-to-nearest-even(x / scale) in [-127, 127]), which the kernel must match within its
 // int16 probabilities (2e-4); and over the original tokens and queries, the
 // quantisation error users see (bound 2e-2 of max|ref|, with and without RoPE). Targets with
-// the same tile width give the same bits with or without VNNI (test_int8_products). Decode and
+// the same lanes give the same bits with or without VNNI (test_int8_products). Decode and
 // chunk shapes, odd D, GQA/MQA, sliding windows, rings, the split-KV path, and append errors.
 #include <gtest/gtest.h>
 

@@ -11,6 +11,7 @@
 #include <hwy/highway.h>
 #include <hwy/tests/hwy_gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -34,15 +35,17 @@ constexpr size_t kBlock = 64;  // keys of a cache block: a quad row is 4·64 byt
 
 template <class QOps, size_t kRows, size_t kVecs>
 void CheckQuadTile(std::mt19937& gen, size_t quads) {
-  constexpr size_t kKeys = kVecs * QuadOps::kLanes, kQuadRow = 4 * kBlock;
+  constexpr size_t kKeys = kVecs * QOps::kLanes;
+  constexpr size_t kQuadRow = 4 * std::max(kBlock, kKeys);  // a block's, or wider for the tile
   const size_t q_stride = quads * 4 + 5;
   std::uniform_int_distribution<int> byte(-127, 127);
   std::vector<std::int8_t> k(quads * kQuadRow), q(kRows * q_stride);
   for (auto& x : k) x = static_cast<std::int8_t>(byte(gen));
   for (auto& x : q) x = static_cast<std::int8_t>(byte(gen));
-  for (size_t d = 0; d < quads * 4; ++d) {  // key 0 all -127 against row 0 all +127
-    k[d / 4 * kQuadRow + d % 4] = -127;
-    q[d] = 127;
+  for (size_t d = 0; d < quads * 4; ++d) {  // key 0 all -127 against row 0 all +127 and the
+    k[d / 4 * kQuadRow + d % 4] = -127;     // last row all -127 (the largest pair sums, both
+    q[d] = 127;                             // signs, once the bytes are paired)
+    q[(kRows - 1) * q_stride + d] = kRows > 1 ? -127 : 127;
   }
   const size_t f_stride = quads * QOps::kParts + 3;  // the rows' factors, strided too
   std::vector<std::int32_t> factors(kRows * f_stride);
@@ -73,8 +76,9 @@ void CheckPairTile(std::mt19937& gen, size_t pairs, size_t cols) {
   std::vector<std::int16_t> w(kRows * w_stride);
   for (auto& x : v) x = static_cast<std::int8_t>(byte(gen));
   for (auto& x : w) x = static_cast<std::int16_t>(weight(gen));
-  for (size_t t = 0; t < 2 * pairs; ++t) {  // column 1 all -127 against row 0 all 32767
-    v[t / 2 * pair_stride + 2 + t % 2] = -127;
+  for (size_t t = 0; t < 2 * pairs; ++t) {      // column 1 all -127 against row 0 all 32767,
+    v[t / 2 * pair_stride + 2 + t % 2] = -127;  // column 0 all 127 (beyond 2^24 at 32 pairs the
+    v[t / 2 * pair_stride + t % 2] = 127;       // floats compare the integers to within 16)
     w[t] = 32767;
   }
   auto out = hwy::AllocateAligned<float>(kRows * cols);
@@ -100,7 +104,13 @@ void CheckQuadTiles(std::mt19937& gen) {
     CheckQuadTile<QOps, 3, 4>(gen, quads);
     CheckQuadTile<QOps, 5, 1>(gen, quads);
     CheckQuadTile<QOps, 2, 5>(gen, quads);  // two-vector passes and a one-vector edge on AVX2
-    CheckQuadTile<QOps, 4, kBlock / QOps::kLanes>(gen, quads);  // the worker's 64-key tile
+    constexpr size_t kTile = kBlock / QOps::kLanes;  // the worker's 64-key tile, every row count
+    CheckQuadTile<QOps, 1, kTile>(gen, quads);       // (the passes: 4, 2 or 1 vectors)
+    CheckQuadTile<QOps, 2, kTile>(gen, quads);
+    CheckQuadTile<QOps, 3, kTile>(gen, quads);
+    CheckQuadTile<QOps, 4, kTile>(gen, quads);
+    CheckQuadTile<QOps, 5, kTile>(gen, quads);
+    CheckQuadTile<QOps, 6, kTile>(gen, quads);
   }
 }
 
@@ -116,7 +126,10 @@ void CheckPairTiles(std::mt19937& gen) {
   for (const size_t pairs : {1, 4, 32}) {
     for (const size_t vecs : {1, 3, 5, 9}) {  // odd widths take the one-vector edge pass
       CheckPairTile<POps, 1>(gen, pairs, vecs * lanes);
+      CheckPairTile<POps, 2>(gen, pairs, vecs * lanes);
+      CheckPairTile<POps, 3>(gen, pairs, vecs * lanes);
       CheckPairTile<POps, 4>(gen, pairs, vecs * lanes);
+      CheckPairTile<POps, 5>(gen, pairs, vecs * lanes);
       CheckPairTile<POps, 6>(gen, pairs, vecs * lanes);
     }
   }

@@ -170,10 +170,11 @@ std::map<std::string, std::vector<float>> decode_on_every_target(
 // AVX3 and AVX3_DL share the fp32 blocking (16 lanes) and differ only in the int8
 // micro-kernels (portable pmaddwd pairs; vpdpbusd and vpdpwssd on a VNNI CPU): their outputs
 // must be equal bit for bit, which shows the two give the same integers. Every target takes
-// 64-key int8 tiles, so the others differ only in their softmax's lanes (the order of the
-// sums, an exp2 without FMA, so now and then a probability rounded to the next int16): within
-// 3e-5 (this file printed at most 5.9e-6 on Zen 3). Group 4 (a 4-row micro-tile) and group 8
-// (6 rows and a 2-row remainder).
+// 64-key int8 tiles, so the others differ from the first by name only in their softmax's lanes
+// (the order of the sums, an exp2 without FMA, so now and then a probability rounded to the
+// next int16): within 1e-4, an empirical bound (this file printed at most 5.9e-6 on Zen 3 over
+// AVX2, SSE4, SSSE3 and SCALAR; 2e-4 held when AVX2 took 16-key tiles). Group 4 (a 4-row
+// micro-tile) and group 8 (6 rows and a 2-row remainder).
 TEST(Int8Products, DecodeIsTheSameOnEveryTarget) {
   for (const std::int64_t heads : {8, 16}) {
     for (const std::int64_t dim : {17, 64, 130}) {
@@ -190,8 +191,10 @@ TEST(Int8Products, DecodeIsTheSameOnEveryTarget) {
                     cpu_has_vnni() ? "vpdpbusd, vpdpwssd" : "portable",
                     equal ? "bitwise equal" : "DIFFER");
       } else {
-        std::printf("int8 decode D %lld: bitwise check skipped: AVX3 and AVX3_DL not both run\n",
-                    static_cast<long long>(dim));
+        std::printf(
+            "int8 decode H %lld D %lld: bitwise check skipped: AVX3 and AVX3_DL not both "
+            "run\n",
+            static_cast<long long>(heads), static_cast<long long>(dim));
       }
       const std::vector<float>& first = outs.begin()->second;
       float scale = 0;
@@ -200,7 +203,7 @@ TEST(Int8Products, DecodeIsTheSameOnEveryTarget) {
         float worst = 0;
         for (std::size_t i = 0; i < out.size(); ++i) {
           worst = std::max(worst, std::fabs(out[i] - first[i]));
-          ASSERT_LE(std::fabs(out[i] - first[i]), 3e-5f * scale)
+          ASSERT_LE(std::fabs(out[i] - first[i]), 1e-4f * scale)
               << name << " vs " << outs.begin()->first << " at " << i;
         }
         if (name == outs.begin()->first) continue;

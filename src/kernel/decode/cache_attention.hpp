@@ -124,7 +124,9 @@ struct CacheScratchLayout {
   static std::int64_t line(std::int64_t floats) { return (floats + 15) / 16 * 16; }
   // q8: an int8 cache's queries quantised to int8, rows of dim rounded up to whole quads;
   // qf: the same queries as the int8 ops' factors (src/simd/int8_ops-inl.h: at most one int32
-  // per byte); pv: an int8 cache's P·V of one tile, [kMaxRows][dv_pad], before its scale.
+  // per byte; reserved for every dtype, as q8 is, since the layout does not know it: 48 KiB
+  // per thread at row_tile 96, D 128); pv: an int8 cache's P·V of one tile,
+  // [kMaxRows][dv_pad], before its scale.
   std::int64_t q, q8, qf, o, scores, sum_lanes, m, alpha, angles, pv, total;
   CacheScratchLayout(std::int64_t row_tile, std::int64_t dim, std::int64_t dv_pad) {
     q = 0;
@@ -158,7 +160,8 @@ std::size_t cache_workspace_floats(const CacheSplit& split, std::int64_t batch,
 
 // What a run over a cache of `dtype` computes its products on, for the run record: "fp32"
 // (the cache widened exactly), or for int8 "int8-vnni" / "int8" (Q·Kᵀ and P·V in integers on
-// vpdpbusd and vpdpwssd / on portable int32 lanes, around an fp32 softmax).
+// vpdpbusd and vpdpwssd / on the portable int16 pairs of src/simd/int8_ops-inl.h, pmaddwd on
+// x86, int32 lanes on SCALAR; around an fp32 softmax).
 std::string_view cache_compute_path(DType dtype);
 
 // out (and lse) of every query row; `workspace` holds cache_workspace_floats(...) floats.

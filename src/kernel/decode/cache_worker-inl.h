@@ -10,16 +10,18 @@
 // cache is read at 2 bytes an element; or int8 (1 byte), whose products are integers (below),
 // through its own micro-kernels (int8_products-inl.h). int8 elements stand for
 // int8 · scale[token]. Over an int8 cache Q·Kᵀ runs in integers (int8_products-inl.h): each
-// query row is quantised to int8 once per item (scale max|row| / 127, as the keys), a tile's
-// dot products are exact int32 sums (vpdpbusd where the CPU has AVX512-VNNI), and a score is
+// query row is quantised to int8 once per row tile (scale max|row| / 127, as the keys, and
+// regrouped as the int8 ops' factors), a tile's dot products are exact int32 sums (pmaddwd
+// pairs; vpdpbusd where the CPU has AVX512-VNNI), and a score is
 // float(dot) · key scale · query scale. The softmax stays fp32; the probabilities, times the
 // values' scales (after the running sum took them unscaled), are rounded per row to int16 and
-// P·V is exact int32 sums too (vpdpwssd), so no dequantised copy of a block ever exists. With
-// the cache in L2/L3 (S_k 4096, H 32, H_kv 8, D 128, one Zen 4 thread) the integer Q·Kᵀ took a
+// P·V is exact int32 sums too (pmaddwd; vpdpwssd), so no dequantised copy of a block ever exists.
+// With the cache in L2/L3 (S_k 4096, H 32, H_kv 8, D 128, one Zen 4 thread) the integer Q·Kᵀ took a
 // decode step from 0.80 to 0.56 ms, and the integer P·V to 0.42 ms.
 //
 // No include guard and no namespace: cache_attention.cpp includes this inside its per-target
-// namespace, after flash_tiles_body.inc.
+// namespace, after flash_tiles_body.inc and int8_products-inl.h (and src/simd/int8_ops-inl.h,
+// whose Int8QuadOps / Int8PairOps it names, before the namespace).
 
 template <class Ops, class Elem>
 class CacheWorker {
@@ -186,8 +188,9 @@ class CacheWorker {
   }
 
   // Row r of the queries (scaled, rotated) to int8 by the keys' rule, zero padded to whole
-  // quads, with its scale and element sum. A row with a non-finite element gets scale NaN
-  // (and zero bytes), so its scores and output are NaN, as over a float cache.
+  // quads, with its scale and element sum (the VNNI kernels' q8) and as QOps' factors (qf). A
+  // row with a non-finite element gets scale NaN (and zero bytes), so its scores and output
+  // are NaN, as over a float cache.
   void quantize_query(std::int64_t r, const float* row) {
     const std::int64_t dim = p_.kv.dim, rows = p_.kv.key_rows();
     std::int8_t* dst = q8() + r * rows;
@@ -455,7 +458,7 @@ class CacheWorker {
   const RopeTables* rope_;
   const PositionalTables* alibi_;  // null without ALiBi
   std::int64_t angles_position_ = 0;
-  std::array<std::int64_t, 4> prepared_rows_{-1, -1, -1, -1};  // (b, hk, r0, n) of q() / q8()
+  std::array<std::int64_t, 4> prepared_rows_{-1, -1, -1, -1};  // (b, hk, r0, n) of q(), q8(), qf()
   bool vnni_;
   std::array<float, kCacheRowTile> q_scale_{};  // int8: each query row's scale and sum
   std::array<std::int32_t, kCacheRowTile> q_sum_{};

@@ -3,8 +3,8 @@
 // and a tile's dot products are exact int32 sums. P·V: a tile's probabilities, times the
 // values' scales, are quantised per row to int16 (scale = max / 32767) and the sums over the
 // tile's keys are exact int32. QuadDotTile and PairDotTile are the portable micro-kernels over
-// an ops family of src/simd/int8_ops-inl.h (pmaddwd pairs on every x86 target, int32 lanes on
-// the scalar fallback); int8_products_avx512vnni.cpp has the same contracts on vpdpbusd /
+// an ops family of src/simd/int8_ops-inl.h (int16 pairs, pmaddwd on x86, on every target but
+// SCALAR; int32 lanes there); int8_products_avx512vnni.cpp has the same contracts on vpdpbusd /
 // vpdpwssd. All give the same integers, converted to float once, so the result is bitwise the
 // same on any path.
 //
@@ -70,9 +70,10 @@ HWY_INLINE void QuadDotColumns(const std::int32_t* HWY_RESTRICT q, size_t q_stri
 }
 
 // Vectors of keys per QuadDotColumns pass: as many as the registers hold with rows × pass
-// accumulators, the pass's split parts and a broadcast factor (AVX2's 16 registers: two
-// vectors up to 5 rows, one for 6; without that bound the compiler kept every row's factors
-// and spilled accumulators to the stack in the hot loop).
+// accumulators, the pass's split parts and a broadcast factor (pmaddwd pairs, AVX2's 16
+// registers: 4 vectors for one row, 2 for 2-5 rows, 1 for 6; AVX-512's 32: 4 up to 5 rows, 2
+// for 6). Without that bound the compiler kept every row's factors and spilled accumulators to
+// the stack in the hot loop.
 template <class QOps, size_t kRows>
 constexpr size_t QuadPassVecs() {
   for (size_t vecs = 4; vecs > 1; vecs /= 2) {
@@ -128,8 +129,8 @@ HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stri
 
 // out[r][0, cols) = Σ_t w[r][t] · v[t][0, cols) for kRows rows of int16 weights (w_stride
 // apart) over `pairs` pairs of keys (pair p at v + p·pair_stride bytes, column c's two bytes at
-// 2c), as floats; cols a whole number of vectors. prefetch as QuadDotTile's. Knows nothing of
-// heads, blocks or scales.
+// 2c), as floats; cols a whole number of vectors. prefetch as QuadDotColumns'. Knows nothing
+// of heads, blocks or scales.
 template <class POps, size_t kRows>
 HWY_INLINE void PairDotTile(const std::int16_t* HWY_RESTRICT w, size_t w_stride,
                             const std::int8_t* HWY_RESTRICT v, size_t pair_stride, size_t pairs,

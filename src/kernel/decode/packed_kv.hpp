@@ -1,7 +1,8 @@
 // The KV cache as the kernels see it: per (batch, kv head) a run of 64-token blocks, keys
 // transposed [D][64] and values row-major [64][dv_pad] (int8: interleaved, below). 64 tokens is the
-// AVX-512 key tile (4 vectors of 16) and a whole number of every narrower target's tiles (AVX2 16,
-// SSE4 and SCALAR 8), so any target reads the cache in place: a tile of W keys starting at token t0
+// AVX-512 key tile (4 vectors of 16) and a whole number of every narrower target's fp32 tiles (AVX2
+// 16, SSE4 and SCALAR 8; an int8 tile is the whole block on every target), so any target reads
+// the cache in place: a tile of W keys starting at token t0
 // of a block is the block's keys + t0 with row stride 64. dv_pad (D_v rounded up to 16
 // floats, one AVX-512 vector) is likewise a whole number of vectors on every target.
 // Elements are the cache's dtype (f32, bf16, f16 or int8); the kernel is instantiated per dtype.

@@ -18,10 +18,10 @@ namespace seqattn::detail {
 //    threads) 19.14 → 17.93 and 21.59 → 20.58 ms.
 //  - Zen 4 (family 25): L2. L1 requests each held one of the core's few miss buffers until the
 //    line came: one thread's bf16 step at S_k 32768 took 12.5 ms, 6.3-6.5 ms into L2.
-//  - Zen 3 (family 25 model 1, highway:AVX2): even, so L2 as for family 25. Its decode is
-//    compute-bound (the same bench, one thread, two pairs: bf16 14.9 and 14.9 ms into L1, 17.7
-//    and 15.4 into L2; int8 12.6 and 8.4 / 11.8 and 8.2; the paged bench, two threads: 33.6 and
-//    36.4 / 34.3 and 34.1 ms).
+//  - Zen 3 (family 25 model 1, highway:AVX2): mixed within the host's swings, its decode being
+//    compute-bound, so L2 as for the family (the same bench, one thread, two runs per level,
+//    L1 then L2: bf16 14.9 and 14.9 ms against 17.7 and 15.4; int8 12.6 and 8.4 against 11.8
+//    and 8.2; the paged bench, two threads: 33.6 and 36.4 against 34.3 and 34.1 ms).
 //  - Intel (a Sapphire-Rapids-class Xeon with AMX, family 6, highway:AVX3_DL; the same bench,
 //    level by level in alternating processes, three pairs each, medians): L2 faster in 22 of
 //    24 pairs (the two others: bf16 two threads at S_k 32768, one pair even; int8 two threads,
