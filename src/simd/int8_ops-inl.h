@@ -10,7 +10,8 @@
 //   family the tests check): each byte moved to its own int32 lane and multiplied by vpmulld
 //   (or its emulation). One instruction makes L products. On one Zen 3 thread (AVX2, no VNNI; S_k
 //   32768, H 32, H_kv 8, D 128) these ran the int8 decode step in 16.1-16.2 ms, slower than a bf16
-//   cache (14.6-15.2 ms); the pairs in 8.4-8.8 ms.
+//   cache (14.6-15.2 ms); the pairs in 8.8-8.9 ms with AVX2's 16-key tiles (7.9-8.1 with the
+//   worker's 64-key int8 tiles, alternating runs).
 // Int8QuadOps / Int8PairOps name the family a target's kernels use. The kernels take the query
 // and the weights in the family's own factor form (QueryFactors): the pairs need q's bytes
 // regrouped, which the worker does once per row tile, not per key tile.
