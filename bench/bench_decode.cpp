@@ -15,6 +15,7 @@
 #include "seqattn/seqattn.hpp"
 #include "src/api/kv_cache_access.hpp"
 #include "src/api/plan_state.hpp"
+#include "src/kernel/decode/prefetch_level.hpp"
 
 namespace {
 
@@ -143,6 +144,7 @@ void BM_PlanOverhead(benchmark::State& state) {
   kernel.globals = &no_globals;
   kernel.split = seqattn::detail::cache_split(1, 8, 1, 1, 64);
   kernel.threads = 1;
+  kernel.prefetch_level = seqattn::detail::decode_prefetch_level();  // as plan.run sets it
   const bool whole_call = state.range(0) == 0;
   for (auto _ : state) {
     if (whole_call) {

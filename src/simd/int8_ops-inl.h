@@ -30,6 +30,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "src/simd/highway_ops-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace seqattn::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -40,7 +42,7 @@ struct Int32Ops {
   using V = hn::Vec<D>;
   using DF = hn::Rebind<float, D>;
   static constexpr size_t kLanes = hn::MaxLanes(D());
-  static constexpr size_t kRegisters = HWY_TARGET <= HWY_AVX3 ? 32 : 16;  // sizes the passes
+  static constexpr size_t kRegisters = FloatOps::kRegisters;  // sizes the passes
 
   static HWY_INLINE V Zero() { return hn::Zero(D()); }
   // The sums as floats (rounded to nearest, as cvtdq2ps does: exact below 2^24).

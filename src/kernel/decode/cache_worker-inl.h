@@ -188,9 +188,9 @@ class CacheWorker {
   }
 
   // Row r of the queries (scaled, rotated) to int8 by the keys' rule, zero padded to whole
-  // quads, with its scale and element sum (the VNNI kernels' q8) and as QOps' factors (qf). A
-  // row with a non-finite element gets scale NaN (and zero bytes), so its scores and output
-  // are NaN, as over a float cache.
+  // quads, with its scale and element sum (the VNNI kernels' q8) and, for the portable
+  // kernels, as QOps' factors (qf). A row with a non-finite element gets scale NaN (and zero
+  // bytes), so its scores and output are NaN, as over a float cache.
   void quantize_query(std::int64_t r, const float* row) {
     const std::int64_t dim = p_.kv.dim, rows = p_.kv.key_rows();
     std::int8_t* dst = q8() + r * rows;
@@ -204,6 +204,7 @@ class CacheWorker {
     }
     q_scale_[static_cast<size_t>(r)] = scale;
     q_sum_[static_cast<size_t>(r)] = sum;
+    if (vnni_) return;  // the VNNI kernels read q8 and the sum; qf is the portable kernels'
     std::int32_t* factors = qf() + static_cast<size_t>(r) * qf_stride();
     for (std::int64_t c = 0; c < rows / kKeyQuad; ++c)
       QOps::QueryFactors(dst + c * kKeyQuad, factors + static_cast<size_t>(c) * QOps::kParts);
