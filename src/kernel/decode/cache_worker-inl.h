@@ -10,9 +10,9 @@
 // cache is read at 2 bytes an element; or int8 (1 byte), whose products are integers (below),
 // through its own micro-kernels (int8_products-inl.h). int8 elements stand for
 // int8 · scale[token]. Over an int8 cache Q·Kᵀ runs in integers (int8_products-inl.h): each
-// query row is quantised to int8 once per row tile (scale max|row| / 127, as the keys, and
-// regrouped as the int8 ops' factors), a tile's dot products are exact int32 sums (pmaddwd
-// pairs; vpdpbusd where the CPU has AVX512-VNNI), and a score is
+// query row is quantised to int8 once per row tile (scale max|row| / 127, as the keys; for the
+// portable kernels also regrouped as the int8 ops' factors), a tile's dot products are exact
+// int32 sums (pmaddwd pairs; vpdpbusd where the CPU has AVX512-VNNI), and a score is
 // float(dot) · key scale · query scale. The softmax stays fp32; the probabilities, times the
 // values' scales (after the running sum took them unscaled), are rounded per row to int16 and
 // P·V is exact int32 sums too (pmaddwd; vpdpwssd), so no dequantised copy of a block ever exists.
@@ -243,8 +243,10 @@ class CacheWorker {
     // looks two blocks ahead: one block measured 11.6 ms (bf16) / 9.7 ms (f16), two 9.0 / 8.4,
     // while two blocks for f32 gained nothing (21.8 vs 21.4 ms). Past the end the distance is 0.
     // The requests fill the cache of prefetch_level.cpp's table (L2 or L1 per CPU, measured).
-    // On an Intel Xeon (AMX class, prefetching into L2) twice this distance gained nothing:
-    // bf16 and int8, S_k 32768 and 131072, one and two threads, within ±5% either way.
+    // On a Sapphire-Rapids-class Xeon (prefetching into L2) twice this distance gained nothing:
+    // bf16 and int8, S_k 32768 and 131072, one and two threads, within ±5% either way; on a
+    // Xeon with a 480 MiB L3 (paged bf16, two threads) 3 blocks were even, 8 slower (68-69% of
+    // the read probe against 73-76%), none 51% (docs/architecture.md, "Paged cache").
     const std::int64_t next = j0 + kKvBlock * static_cast<std::int64_t>(4 / sizeof(Elem));
     const bool ahead = next < kv.length(b_);
     const std::int64_t next_block = ahead ? kv.block(b_, hk_, next) : block;
