@@ -55,6 +55,12 @@ struct Int32Ops {
   }
   // A factor (of a query quad or a pair of weights, in the family's form) in every lane.
   static HWY_INLINE V Factor(std::int32_t f) { return hn::Set(D(), f); }
+  // Byte kByte (0 = bits 0-7) of each lane, sign-extended: moved to the top, shifted back down
+  // arithmetically.
+  template <int kByte>
+  static HWY_INLINE V SignedByte(V v) {
+    return hn::ShiftRight<24>(hn::ShiftLeft<24 - 8 * kByte>(v));
+  }
 };
 
 // The probabilities' quantisation to int16 that every P·V path shares.
@@ -74,17 +80,16 @@ struct PairWeights : Int32Ops {
 };
 
 // Over int8 key quads (an int8 KV cache stores 4 consecutive d of one key per 32-bit lane,
-// src/kernel/decode/packed_kv.hpp). Byte i of a lane is moved to the top and shifted back down
-// arithmetically (sign-extended), then multiplied by query element i: 4 parts per quad, one
-// int32 factor (q's byte) each. |q|, |k| <= 127, so a product and the sum over any D stay exact
-// modulo 2^32 and exact outright for D < 2^17.
+// src/kernel/decode/packed_kv.hpp). Byte i of a lane, sign-extended, is multiplied by query
+// element i: 4 parts per quad, one int32 factor (q's byte) each. |q|, |k| <= 127, so a product and
+// the sum over any D stay exact modulo 2^32 and exact outright for D < 2^17.
 struct QuadOps : Int32Ops {
   static constexpr size_t kParts = 4;
   static HWY_INLINE void Split(V quad, V* HWY_RESTRICT part) {
-    part[0] = hn::ShiftRight<24>(hn::ShiftLeft<24>(quad));
-    part[1] = hn::ShiftRight<24>(hn::ShiftLeft<16>(quad));
-    part[2] = hn::ShiftRight<24>(hn::ShiftLeft<8>(quad));
-    part[3] = hn::ShiftRight<24>(quad);
+    part[0] = SignedByte<0>(quad);
+    part[1] = SignedByte<1>(quad);
+    part[2] = SignedByte<2>(quad);
+    part[3] = SignedByte<3>(quad);
   }
   // The factors of query quad q4 (4 bytes), one per part.
   static HWY_INLINE void QueryFactors(const std::int8_t* q4, std::int32_t* HWY_RESTRICT f) {
@@ -107,8 +112,8 @@ struct PairOps : PairWeights {
     return hn::PromoteTo(D(), hn::LoadU(d16, reinterpret_cast<const std::int16_t*>(p)));
   }
   static HWY_INLINE void Split(V pair, V* HWY_RESTRICT part) {
-    part[0] = hn::ShiftRight<24>(hn::ShiftLeft<24>(pair));
-    part[1] = hn::ShiftRight<24>(hn::ShiftLeft<16>(pair));
+    part[0] = SignedByte<0>(pair);
+    part[1] = SignedByte<1>(pair);
   }
   // acc + part[0] · w2[0] + part[1] · w2[1]: the pair's keys times their weights.
   static HWY_INLINE V MulAddPair(const V* HWY_RESTRICT part, const std::int16_t* w2, V acc) {

@@ -142,7 +142,9 @@ class CacheWorker {
   std::int8_t* q8() const { return reinterpret_cast<std::int8_t*>(scratch_ + layout_.q8); }
   std::int32_t* qf() const { return reinterpret_cast<std::int32_t*>(scratch_ + layout_.qf); }
   // int32 factors of one query row in qf().
-  size_t qf_stride() const { return static_cast<size_t>(p_.kv.key_rows()) / 4 * QOps::kParts; }
+  size_t qf_stride() const {
+    return static_cast<size_t>(p_.kv.key_rows() / kKeyQuad) * QOps::kParts;
+  }
   float* o() const { return scratch_ + layout_.o; }
   float* scores() const { return scratch_ + layout_.scores; }
   float* sum_lanes() const { return scratch_ + layout_.sum_lanes; }
