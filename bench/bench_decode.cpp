@@ -144,7 +144,9 @@ void BM_PlanOverhead(benchmark::State& state) {
   kernel.globals = &no_globals;
   kernel.split = seqattn::detail::cache_split(1, 8, 1, 1, 64);
   kernel.threads = 1;
-  kernel.prefetch_level = seqattn::detail::decode_prefetch_level();  // as plan.run sets it
+  const seqattn::detail::DecodePrefetch prefetch = seqattn::detail::decode_prefetch();
+  kernel.prefetch_level = prefetch.level;  // as plan.run sets them
+  kernel.prefetch_near_rows = prefetch.near_rows;
   const bool whole_call = state.range(0) == 0;
   for (auto _ : state) {
     if (whole_call) {

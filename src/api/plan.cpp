@@ -368,7 +368,7 @@ RunRecord run_over_cache(const detail::PlanState& st, const AnyConstTensor& q, c
   staging.finish();
   RunRecord record = record_of(st, detail::cache_cost(cp), detail::cache_team(cp), start, path);
   record.compute_path = detail::cache_compute_path(kv.dtype);
-  record.decode_prefetch = detail::to_string(cp.prefetch_level);
+  record.decode_prefetch = detail::decode_prefetch_name();  // the choice cp was given
   return record;
 }
 

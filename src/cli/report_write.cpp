@@ -240,10 +240,13 @@ const BandwidthPoint* matching_bandwidth(const DecodeReport& d, const DecodePoin
 // (SEQATTN_DECODE_PREFETCH is read once), so the first row's record says it for every row.
 std::string prefetch_sentence(const DecodeReport& d) {
   if (d.points.empty() || d.points.front().prefetch.empty()) return "";
-  const std::string& level = d.points.front().prefetch;
-  return "The kernel prefetched the blocks ahead into " + std::string(level == "l1" ? "L1" : "L2") +
-         " (decode_prefetch " + level +
-         " in the JSON: this CPU's measured level, or SEQATTN_DECODE_PREFETCH's). ";
+  const std::string& choice = d.points.front().prefetch;  // "l2", "l2+near16", …
+  const std::size_t plus = choice.find("+near");
+  const std::string near =
+      plus == std::string::npos ? "" : ", and rows " + choice.substr(plus + 5) + " on into L1";
+  return "The kernel prefetched the blocks ahead into " +
+         std::string(choice.starts_with("l1") ? "L1" : "L2") + near + " (decode_prefetch " +
+         choice + " in the JSON: this CPU's measured choice, or SEQATTN_DECODE_PREFETCH's). ";
 }
 
 void decode_table(std::ostream& md, const DecodeReport& d) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace seqattn::simd {
 
@@ -25,18 +26,35 @@ __attribute__((always_inline)) inline void PrefetchLine(const T* p, CacheLevel l
 }
 
 // What the decode micro-kernels ask for as they read a cache block: the line `offset`
-// elements past each address they read (the same row of a block further on), into `level`.
-// Offset 0 means no prefetch: callers test the object (operator bool) before calling Line.
+// elements past each address they read (the same row of a block further on), into `level`;
+// and, when near_rows is not 0, the same line of the row near_rows further on, into L1 (the
+// far request brought it to L2 or L1 a block earlier; the near one has it in L1 before the
+// loads reach it). Offset 0 means no far request: callers test the object (operator bool)
+// before calling Line, and Near before NearLine.
 struct Prefetch {
   std::ptrdiff_t offset = 0;  // elements of the pointer's type
   CacheLevel level = CacheLevel::kL2;
+  std::size_t near_rows = 0;
 
   explicit operator bool() const { return offset != 0; }
+  bool Near() const { return near_rows != 0; }
 
   // Asks for the line holding p + offset (p points into the block being read).
   template <class T>
   __attribute__((always_inline)) void Line(const T* p) const {
     PrefetchLine(p + offset, level);
+  }
+
+  // Asks for the line near_rows·row_stride elements past p into L1. Rows near the end of a pass
+  // ask for the next pass's rows, or for the memory after the block (the next block of a
+  // contiguous cache, another sequence's of a paged pool): a request never faults, and asking
+  // only within the pass measured as slow as no near requests (int8) or half their gain (bf16).
+  // The address is formed as an integer: it may be outside the block's allocation.
+  template <class T>
+  __attribute__((always_inline)) void NearLine(const T* p, std::size_t row_stride) const {
+    const std::uintptr_t at =
+        reinterpret_cast<std::uintptr_t>(p) + near_rows * row_stride * sizeof(T);
+    PrefetchLine(reinterpret_cast<const T*>(at), CacheLevel::kL1);
   }
 };
 

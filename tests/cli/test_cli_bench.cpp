@@ -68,32 +68,33 @@ TEST(DecodeTiming, InTurnsTimesEveryShapeInEveryRound) {
   EXPECT_TRUE(cli::time_decodes_in_turns({}, 1, {}, 1, 3).empty());
 }
 
-// The decode kernel's prefetch level can be forced (only the speed differs), and anything but
-// l1, l2 or auto stops the run with an Error naming the variable.
+// The decode kernel's prefetch choice can be forced (only the speed differs), and anything but
+// the variable's grammar (l1, l2, either +near<N>, auto) stops the run with an Error naming it.
 TEST_F(CliTest, BenchDecodeTakesAPrefetchLevelFromTheEnvironment) {
   const std::string args =
       "bench --json --heads 4 --kv-heads 2 --seq 700 --seq-q 1 --dim 16 "
       "--kv-dtype i8 --repeat 1 --warmup 0";
   std::vector<std::string> used;  // the level each run's record says
-  for (const char* level : {"l1", "l2", "auto", ""}) {
+  for (const char* level : {"l1", "l2", "auto", "", "l2+near8"}) {
     ::setenv("SEQATTN_DECODE_PREFETCH", level, 1);
     const Result r = run(args);
     ASSERT_EQ(r.exit_code, 0) << level << ": " << r.err;
     used.push_back(nlohmann::json::parse(r.out)["decode_prefetch"].get<std::string>());
   }
   // The one set; this CPU's row of the table for auto and "".
-  const std::string_view cpu_level = seqattn::detail::to_string(
-      seqattn::detail::choose_decode_prefetch_level(nullptr, seqattn::detail::cpu_features()));
+  const std::string cpu_level = seqattn::detail::to_string(
+      seqattn::detail::choose_decode_prefetch(nullptr, seqattn::detail::cpu_features()));
   EXPECT_EQ(used[0], "l1");
   EXPECT_EQ(used[1], "l2");
   EXPECT_EQ(used[2], cpu_level);
   EXPECT_EQ(used[3], cpu_level);
+  EXPECT_EQ(used[4], "l2+near8");
   ::setenv("SEQATTN_DECODE_PREFETCH", "l3", 1);
   const Result bad = run(args);
   ::unsetenv("SEQATTN_DECODE_PREFETCH");
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("SEQATTN_DECODE_PREFETCH"), std::string::npos) << bad.err;
-  EXPECT_NE(bad.err.find("l1, l2, auto or unset"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("l1 or l2, optionally +near<N>"), std::string::npos) << bad.err;
 }
 
 // Shapes from the command line are checked before anything is sized from them: an Error (exit

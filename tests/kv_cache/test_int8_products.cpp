@@ -36,10 +36,13 @@ bool cpu_has_vnni() {
 constexpr const char* kNoVnni =
     "skipped: no AVX512-VNNI (the portable micro-kernels are tested on every target) on ";
 
-// No prefetch, and `offset` bytes ahead into each cache level: a request never changes a result.
-std::array<simd::Prefetch, 3> PrefetchCases(std::ptrdiff_t offset) {
+// No prefetch, `offset` bytes ahead into each cache level, and near requests 1 and 16 rows on
+// (with and without the far ones): a request never changes a result.
+std::array<simd::Prefetch, 5> PrefetchCases(std::ptrdiff_t offset) {
   return {simd::Prefetch{}, simd::Prefetch{offset, simd::CacheLevel::kL2},
-          simd::Prefetch{offset, simd::CacheLevel::kL1}};
+          simd::Prefetch{offset, simd::CacheLevel::kL1},
+          simd::Prefetch{offset, simd::CacheLevel::kL2, 16},
+          simd::Prefetch{0, simd::CacheLevel::kL2, 1}};
 }
 
 // Σ_d q[r][d]·k(t, d) in int64, keys in quads: element (t, d) at (d/4)·256 + 4t + d%4.
@@ -70,17 +73,30 @@ TEST(Int8Products, VnniMicroKernelIsExact) {
       for (std::size_t r = 0; r < rows; ++r) {
         for (std::size_t d = 0; d < quads * 4; ++d) sums[r] += q[r * q_stride + d];
       }
-      for (const simd::Prefetch prefetch : PrefetchCases(256)) {
-        alignas(64) float out[6][64];
-        std::memset(out, 0xff, sizeof out);
-        detail::QuadDot64Avx512Vnni(q.data(), q_stride, sums.data(), k.data(), kQuadRow, quads,
-                                    rows, &out[0][0], 64, prefetch);
-        for (std::size_t r = 0; r < rows; ++r) {
-          for (std::size_t t = 0; t < 64; ++t) {
-            const auto expected =
-                static_cast<float>(reference_dot(q.data() + r * q_stride, k.data(), quads, t));
-            ASSERT_EQ(out[r][t], expected)
-                << "quads " << quads << " rows " << rows << " row " << r << " key " << t;
+      // Scores = float(dot) · key scale · query scale, multiplied in that order: the scales
+      // are powers of two here and there (exact, so the dot itself is checked exactly) and
+      // arbitrary in the last case (the order is checked, bitwise).
+      alignas(64) float key_scales[64];
+      std::array<float, 6> query_scales{};
+      for (const bool exact : {true, false}) {
+        for (std::size_t t = 0; t < 64; ++t)
+          key_scales[t] = exact ? std::ldexp(1.0f, static_cast<int>(t % 7) - 3) : 0.01f * (t + 1);
+        for (std::size_t r = 0; r < 6; ++r)
+          query_scales[r] = exact ? std::ldexp(1.0f, -static_cast<int>(r)) : 0.37f / (r + 1);
+        for (const simd::Prefetch prefetch : PrefetchCases(256)) {
+          alignas(64) float out[6][64];
+          std::memset(out, 0xff, sizeof out);
+          const detail::QuadDotScores scores{&out[0][0], 64, key_scales, query_scales.data()};
+          detail::QuadDot64Avx512Vnni(q.data(), q_stride, sums.data(), k.data(), kQuadRow, quads,
+                                      rows, scores, prefetch);
+          for (std::size_t r = 0; r < rows; ++r) {
+            for (std::size_t t = 0; t < 64; ++t) {
+              const auto dot =
+                  static_cast<float>(reference_dot(q.data() + r * q_stride, k.data(), quads, t));
+              const float keyed = dot * key_scales[t];
+              ASSERT_EQ(out[r][t], keyed * query_scales[r])
+                  << "quads " << quads << " rows " << rows << " row " << r << " key " << t;
+            }
           }
         }
       }
@@ -112,18 +128,36 @@ TEST(Int8Products, VnniPairKernelIsExact) {
           v[t / 2 * pair_stride + 2 * 3 + t % 2] = -127;
           w[t] = 32767;
         }
-        for (const simd::Prefetch prefetch : PrefetchCases(128)) {
-          auto out = hwy::AllocateAligned<float>(rows * cols);  // the kernel stores aligned
-          std::fill(out.get(), out.get() + rows * cols, -1.0f);
-          detail::PairDotAvx512Vnni(w.data(), w_stride, v.data(), pair_stride, pairs, rows, cols,
-                                    out.get(), cols, prefetch);
-          for (std::size_t r = 0; r < rows; ++r) {
-            for (std::size_t c = 0; c < cols; ++c) {
-              const auto expected = static_cast<float>(
-                  reference_pair_dot(w.data() + r * w_stride, v.data(), pairs, pair_stride, c));
-              ASSERT_EQ(out.get()[r * cols + c], expected)
-                  << "cols " << cols << " pairs " << pairs << " rows " << rows << " row " << r
-                  << " column " << c;
+        // o = o · alpha + float(sum) · scale · unit (one FMA), or o + …: from o = 0 with
+        // power-of-two factors the sum itself is checked exactly; from o = 1.5 with arbitrary
+        // ones the order, bitwise.
+        std::array<float, 6> scale{}, unit{}, alpha{};
+        for (const bool exact : {true, false}) {
+          for (std::size_t r = 0; r < 6; ++r) {
+            scale[r] = exact ? std::ldexp(1.0f, -15 - static_cast<int>(r)) : 3.1e-5f * (r + 1);
+            unit[r] = r % 2 == 0 ? 1.0f : 0x1p-64f;
+            alpha[r] = exact ? 0.5f : 0.71f / (r + 1);
+          }
+          const float start = exact ? 0.0f : 1.5f;
+          for (const bool rescale : {false, true}) {
+            for (const simd::Prefetch prefetch : PrefetchCases(128)) {
+              auto out = hwy::AllocateAligned<float>(rows * cols);  // the kernel stores aligned
+              std::fill(out.get(), out.get() + rows * cols, start);
+              const detail::PairDotUpdate update{out.get(), cols, scale.data(), unit.data(),
+                                                 rescale ? alpha.data() : nullptr};
+              detail::PairDotAvx512Vnni(w.data(), w_stride, v.data(), pair_stride, pairs, rows,
+                                        cols, update, prefetch);
+              for (std::size_t r = 0; r < rows; ++r) {
+                for (std::size_t c = 0; c < cols; ++c) {
+                  const auto sum = static_cast<float>(
+                      reference_pair_dot(w.data() + r * w_stride, v.data(), pairs, pair_stride, c));
+                  const float t = sum * scale[r] * unit[r];
+                  const float expected = rescale ? std::fma(start, alpha[r], t) : start + t;
+                  ASSERT_EQ(out.get()[r * cols + c], expected)
+                      << "cols " << cols << " pairs " << pairs << " rows " << rows << " row " << r
+                      << " column " << c << " rescale " << rescale << " exact " << exact;
+                }
+              }
             }
           }
         }

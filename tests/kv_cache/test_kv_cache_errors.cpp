@@ -230,9 +230,11 @@ TEST(KvCacheErrors, ExtentsNearTwoToThe63AreErrors) {
       "shape", ErrorKind::kInvalidArgument);
 }
 
-// The decode kernel's prefetch level: the CPU table (only Zen 5 measured faster into L1), the
-// environment's override, and an Error naming the variable for anything else.
-TEST(DecodePrefetch, LevelFollowsTheCpuTableAndTheEnvironment) {
+// The decode kernel's prefetch choice: the CPU table (Zen 5 measured faster into L1, an
+// Intel Xeon with near requests too), the environment's override, and an Error naming the
+// variable for anything else.
+TEST(DecodePrefetch, ChoiceFollowsTheCpuTableAndTheEnvironment) {
+  using detail::DecodePrefetch;
   using simd::CacheLevel;
   detail::CpuFeatures zen5, zen4, intel;
   zen5.vendor = zen4.vendor = detail::CpuVendor::kAmd;
@@ -240,26 +242,34 @@ TEST(DecodePrefetch, LevelFollowsTheCpuTableAndTheEnvironment) {
   zen4.family = 25;
   intel.vendor = detail::CpuVendor::kIntel;
   intel.family = 6;
-  EXPECT_EQ(detail::choose_decode_prefetch_level(nullptr, zen5), CacheLevel::kL1);
-  EXPECT_EQ(detail::choose_decode_prefetch_level(nullptr, zen4), CacheLevel::kL2);
-  EXPECT_EQ(detail::choose_decode_prefetch_level(nullptr, intel), CacheLevel::kL2);
-  EXPECT_EQ(detail::choose_decode_prefetch_level("l1", intel), CacheLevel::kL1);
-  EXPECT_EQ(detail::choose_decode_prefetch_level("l2", zen5), CacheLevel::kL2);
-  EXPECT_EQ(detail::choose_decode_prefetch_level("", zen5), CacheLevel::kL1);  // as unset
-  EXPECT_EQ(detail::choose_decode_prefetch_level("auto", zen4), CacheLevel::kL2);
-  for (const char* bad : {"L1", "l3", "l1 ", "AUTO"}) {
-    expect_error([&] { detail::choose_decode_prefetch_level(bad, zen5); },
-                 detail::kDecodePrefetchEnv, ErrorKind::kInvalidArgument);
+  const DecodePrefetch l1{CacheLevel::kL1, 0}, l2{CacheLevel::kL2, 0};
+  EXPECT_EQ(detail::choose_decode_prefetch(nullptr, zen5), l1);
+  EXPECT_EQ(detail::choose_decode_prefetch(nullptr, zen4), l2);
+  EXPECT_EQ(detail::choose_decode_prefetch(nullptr, intel), (DecodePrefetch{CacheLevel::kL2, 16}));
+  EXPECT_EQ(detail::choose_decode_prefetch("l1", intel), l1);  // a set level has no near rows
+  EXPECT_EQ(detail::choose_decode_prefetch("l2", zen5), l2);
+  EXPECT_EQ(detail::choose_decode_prefetch("l2+near8", zen4), (DecodePrefetch{CacheLevel::kL2, 8}));
+  EXPECT_EQ(detail::choose_decode_prefetch("l1+near64", zen4),
+            (DecodePrefetch{CacheLevel::kL1, 64}));
+  EXPECT_EQ(detail::choose_decode_prefetch("", zen5), l1);  // as unset
+  EXPECT_EQ(detail::choose_decode_prefetch("auto", zen4), l2);
+  for (const char* bad : {"L1", "l3", "l1 ", "AUTO", "l2+near", "l2+near0", "l2+near65",
+                          "l2+near016", "l2+far16", "l2near16", "l2+near1x", "l"}) {
+    SCOPED_TRACE(bad);
+    expect_error([&] { detail::choose_decode_prefetch(bad, zen5); }, detail::kDecodePrefetchEnv,
+                 ErrorKind::kInvalidArgument);
   }
+  EXPECT_EQ(detail::to_string(l1), "l1");
+  EXPECT_EQ(detail::to_string(DecodePrefetch{CacheLevel::kL2, 16}), "l2+near16");
 }
 
 // The level a run used is in its record: this process's (the CPU's row of the table, or
 // SEQATTN_DECODE_PREFETCH as ctest left it) for a KvCache and a PagedKvCache, none for q/k/v.
 TEST(DecodePrefetch, RecordsSayTheLevelTheirRunUsed) {
   const char* setting = std::getenv(detail::kDecodePrefetchEnv);
-  const std::string_view expected =
-      detail::to_string(detail::choose_decode_prefetch_level(setting, detail::cpu_features()));
-  ASSERT_TRUE(expected == "l1" || expected == "l2") << expected;
+  const std::string expected =
+      detail::to_string(detail::choose_decode_prefetch(setting, detail::cpu_features()));
+  ASSERT_TRUE(expected.starts_with("l1") || expected.starts_with("l2")) << expected;
   constexpr std::int64_t kHeads = 4, kKv = 2, kDim = 16, kLen = 70;
   OwnedTensor q = make_zeros(1, kHeads, 1, kDim), out = make_zeros(1, kHeads, 1, kDim),
               k = make_zeros(1, kKv, kLen, kDim);

@@ -59,9 +59,10 @@ struct CacheProblem {
   // padding the kernel never visits.
   const std::int64_t* query_lengths = nullptr;
 
-  // The cache the kernel's prefetches of the next blocks fill (decode_prefetch_level(), per
-  // CPU): speed only, never a result.
+  // What the kernel asks for ahead (decode_prefetch(), per CPU): the cache its requests for the
+  // next blocks fill and the rows on its passes ask for into L1. Speed only, never a result.
   simd::CacheLevel prefetch_level = simd::CacheLevel::kL2;
+  std::size_t prefetch_near_rows = 0;
 
   std::int64_t seq_q() const { return q.shape[2]; }
   std::int64_t seq_q(std::int64_t b) const {

@@ -252,8 +252,10 @@ class CacheWorker {
     const std::int64_t next = j0 + kKvBlock * static_cast<std::int64_t>(4 / sizeof(Elem));
     const bool ahead = next < kv.length(b_);
     const std::int64_t next_block = ahead ? kv.block(b_, hk_, next) : block;
-    prefetch_k_ = {kv.template key_block_at<Elem>(next_block) - k_block, p_.prefetch_level};
-    prefetch_v_ = {kv.template value_block_at<Elem>(next_block) - v_block, p_.prefetch_level};
+    prefetch_k_ = {kv.template key_block_at<Elem>(next_block) - k_block, p_.prefetch_level,
+                   p_.prefetch_near_rows};
+    prefetch_v_ = {kv.template value_block_at<Elem>(next_block) - v_block, p_.prefetch_level,
+                   p_.prefetch_near_rows};
     if constexpr (kQuantized) {  // the tile's 64-byte-aligned run of scales
       k_scales_ = kv.key_scales_at(block) + j0 % kKvBlock;
       v_scales_ = kv.value_scales_at(block) + j0 % kKvBlock;
@@ -336,13 +338,14 @@ class CacheWorker {
     constexpr size_t kQuadRow = kKeyQuad * kKvBlock;  // bytes from one quad of keys to the next
     static_assert(kR <= 6 && QOps::kLanes == kLanes && kWidth == 64,
                   "the VNNI kernels take 1-6 rows of 64 keys");
-    if (vnni_) {
+    if (vnni_) {  // scales the scores itself, by the same rule
+      const QuadDotScores out{s, kWidth, k_scales_, q_scale_.data() + row0};
       QuadDot64Avx512Vnni(q8() + static_cast<size_t>(row0) * rows, rows, q_sum_.data() + row0,
-                          k_tile, kQuadRow, rows / kKeyQuad, kR, s, kWidth, prefetch_k_);
-    } else {
-      QuadDotTile<QOps, kR, kKeyVecs>(qf() + static_cast<size_t>(row0) * qf_stride(), qf_stride(),
-                                      k_tile, kQuadRow, rows / kKeyQuad, s, kWidth, prefetch_k_);
+                          k_tile, kQuadRow, rows / kKeyQuad, kR, out, prefetch_k_);
+      return;
     }
+    QuadDotTile<QOps, kR, kKeyVecs>(qf() + static_cast<size_t>(row0) * qf_stride(), qf_stride(),
+                                    k_tile, kQuadRow, rows / kKeyQuad, s, kWidth, prefetch_k_);
     for (size_t r = 0; r < kR; ++r) {
       const auto qs = Ops::Set(q_scale_[static_cast<size_t>(row0) + r]);
       for (size_t v = 0; v < kKeyVecs; ++v) {
@@ -363,16 +366,18 @@ class CacheWorker {
     std::array<float, kR> w_scale, unit;
     for (size_t r = 0; r < kR; ++r)
       w_scale[r] = Int8Weights(s + r * kWidth, w16_.data() + r * kWidth, unit[r]);
-    float* pv = scratch_ + layout_.pv;
     constexpr size_t kPair = 2;  // keys per 16-bit lane of a value block
-    if (vnni_) {
-      PairDotAvx512Vnni(w16_.data(), kWidth, v_tile, kPair * dv_pad, kWidth / kPair, kR, dv_pad, pv,
-                        dv_pad, prefetch_v_);
-    } else {
-      PairDotTile<POps, kR>(w16_.data(), kWidth, v_tile, kPair * dv_pad, kWidth / kPair, dv_pad, pv,
-                            dv_pad, prefetch_v_);
-    }
     float* acc = o() + static_cast<size_t>(row0) * dv_pad;
+    if (vnni_) {  // adds to O itself, by the same rule
+      const PairDotUpdate update{acc, dv_pad, w_scale.data(), unit.data(),
+                                 rescale ? alpha() : nullptr};
+      PairDotAvx512Vnni(w16_.data(), kWidth, v_tile, kPair * dv_pad, kWidth / kPair, kR, dv_pad,
+                        update, prefetch_v_);
+      return;
+    }
+    float* pv = scratch_ + layout_.pv;
+    PairDotTile<POps, kR>(w16_.data(), kWidth, v_tile, kPair * dv_pad, kWidth / kPair, dv_pad, pv,
+                          dv_pad, prefetch_v_);
     for (size_t r = 0; r < kR; ++r) {
       const auto scale = Ops::Set(w_scale[r]), a = Ops::Set(alpha()[r]), u = Ops::Set(unit[r]);
       for (size_t c = 0; c < dv_pad; c += kLanes) {

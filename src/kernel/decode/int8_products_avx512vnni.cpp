@@ -37,8 +37,8 @@ inline __m512i AddWordPairs(__m512i acc, __m512i a, __m512i b) {
 
 template <std::size_t kRows>
 void QuadDot64(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q_sums,
-               const std::int8_t* k, std::size_t quad_stride, std::size_t quads, float* out,
-               std::size_t out_stride, simd::Prefetch prefetch) {
+               const std::int8_t* k, std::size_t quad_stride, std::size_t quads,
+               const QuadDotScores& out, simd::Prefetch prefetch) {
   constexpr std::size_t kVecs = 4;  // 64 keys: 4 × 16 lanes; kRows × 4 accumulators <= 24
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512i acc[kRows][kVecs];
@@ -49,6 +49,9 @@ void QuadDot64(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q
     const std::int8_t* row = k + c * quad_stride;
     if (prefetch) {
       for (std::size_t v = 0; v < kVecs; ++v) prefetch.Line(row + 64 * v);
+    }
+    if (prefetch.Near()) {
+      for (std::size_t v = 0; v < kVecs; ++v) prefetch.NearLine(row + 64 * v, quad_stride);
     }
     __m512i kv[kVecs];
     for (std::size_t v = 0; v < kVecs; ++v) {
@@ -61,21 +64,31 @@ void QuadDot64(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q
       for (std::size_t v = 0; v < kVecs; ++v) acc[r][v] = AddBytePairs(acc[r][v], kv[v], qv);
     }
   }
+  // The scaling rides on the conversion, while the scores are in registers: as a separate
+  // pass over the stored tile (CacheWorker::Int8Scores' loop) it cost its own loads and stores.
+  // Scales and pointers are read before the first store, which the compiler must otherwise
+  // assume may change them.
+  __m512 key_scale[kVecs], query_scale[kRows];
+  for (std::size_t v = 0; v < kVecs; ++v) key_scale[v] = _mm512_load_ps(out.key_scales + 16 * v);
+  for (std::size_t r = 0; r < kRows; ++r) query_scale[r] = _mm512_set1_ps(out.query_scales[r]);
+  float* const s = out.s;
+  const std::size_t stride = out.stride;
   for (std::size_t r = 0; r < kRows; ++r) {
     const __m512i bias = _mm512_set1_epi32(128 * q_sums[r]);
     for (std::size_t v = 0; v < kVecs; ++v) {
       // The zero-masked form: g++ 12 flags _mm512_cvtepi32_ps's undefined pass-through
       // operand as uninitialised (-Werror); with every lane selected it is the same vcvtdq2ps.
       const __m512 dot = _mm512_maskz_cvtepi32_ps(0xffff, _mm512_sub_epi32(acc[r][v], bias));
-      _mm512_store_ps(out + r * out_stride + 16 * v, dot);
+      const __m512 keyed = _mm512_mul_ps(dot, key_scale[v]);
+      _mm512_store_ps(s + r * stride + 16 * v, _mm512_mul_ps(keyed, query_scale[r]));
     }
   }
 }
 
 template <std::size_t kRows, std::size_t kVecs>
 void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
-                    std::size_t pair_stride, std::size_t pairs, float* out, std::size_t out_stride,
-                    simd::Prefetch prefetch) {
+                    std::size_t pair_stride, std::size_t pairs, const PairDotUpdate& update,
+                    std::size_t col, simd::Prefetch prefetch) {
   __m512i acc[kRows][kVecs];
   for (std::size_t r = 0; r < kRows; ++r) {
     for (std::size_t c = 0; c < kVecs; ++c) acc[r][c] = _mm512_setzero_si512();
@@ -84,6 +97,9 @@ void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8
     const std::int8_t* pair = v + p * pair_stride;
     if (prefetch) {  // one request per 64-byte line: 32 columns of pairs
       for (std::size_t c = 0; c < kVecs; c += 2) prefetch.Line(pair + 32 * c);
+    }
+    if (prefetch.Near()) {
+      for (std::size_t c = 0; c < kVecs; c += 2) prefetch.NearLine(pair + 32 * c, pair_stride);
     }
     __m512i vv[kVecs];
     for (std::size_t c = 0; c < kVecs; ++c) {
@@ -97,35 +113,47 @@ void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8
       for (std::size_t c = 0; c < kVecs; ++c) acc[r][c] = AddWordPairs(acc[r][c], vv[c], wv);
     }
   }
+  // Added to O here, not stored as floats for the caller to add: that round trip through
+  // memory was a second pass over the tile's outputs.
+  // Factors and pointers are read before the first store (see QuadDot64).
+  float* const o = update.o + col;
+  const std::size_t stride = update.stride;
   for (std::size_t r = 0; r < kRows; ++r) {
+    const __m512 scale = _mm512_set1_ps(update.scale[r]), unit = _mm512_set1_ps(update.unit[r]);
+    const float alpha = update.alpha != nullptr ? update.alpha[r] : 1.0f;
+    const bool rescale = update.alpha != nullptr;
     for (std::size_t c = 0; c < kVecs; ++c) {
-      _mm512_store_ps(out + r * out_stride + 16 * c, _mm512_maskz_cvtepi32_ps(0xffff, acc[r][c]));
+      // t = float(sum) · scale · unit; o = o · alpha + t (one FMA) or o + t.
+      const __m512 t =
+          _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xffff, acc[r][c]), scale), unit);
+      float* at = o + r * stride + 16 * c;
+      const __m512 old = _mm512_load_ps(at);
+      _mm512_store_ps(
+          at, rescale ? _mm512_fmadd_ps(old, _mm512_set1_ps(alpha), t) : _mm512_add_ps(old, t));
     }
   }
 }
 
 template <std::size_t kRows>
 void PairDot(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
-             std::size_t pair_stride, std::size_t pairs, std::size_t cols, float* out,
-             std::size_t out_stride, simd::Prefetch prefetch) {
+             std::size_t pair_stride, std::size_t pairs, std::size_t cols,
+             const PairDotUpdate& update, simd::Prefetch prefetch) {
   std::size_t col = 0;
   for (; col + 64 <= cols; col += 64) {
-    PairDotColumns<kRows, 4>(w, w_stride, v + 2 * col, pair_stride, pairs, out + col, out_stride,
-                             prefetch);
+    PairDotColumns<kRows, 4>(w, w_stride, v + 2 * col, pair_stride, pairs, update, col, prefetch);
   }
   for (; col < cols; col += 16) {  // an edge: D_v not a multiple of 64
-    PairDotColumns<kRows, 1>(w, w_stride, v + 2 * col, pair_stride, pairs, out + col, out_stride,
-                             prefetch);
+    PairDotColumns<kRows, 1>(w, w_stride, v + 2 * col, pair_stride, pairs, update, col, prefetch);
   }
 }
 
 using PairKernel = void (*)(const std::int16_t*, std::size_t, const std::int8_t*, std::size_t,
-                            std::size_t, std::size_t, float*, std::size_t, simd::Prefetch);
+                            std::size_t, std::size_t, const PairDotUpdate&, simd::Prefetch);
 constexpr PairKernel kPairKernels[] = {nullptr,    PairDot<1>, PairDot<2>, PairDot<3>,
                                        PairDot<4>, PairDot<5>, PairDot<6>};
 
 using Kernel = void (*)(const std::int8_t*, std::size_t, const std::int32_t*, const std::int8_t*,
-                        std::size_t, std::size_t, float*, std::size_t, simd::Prefetch);
+                        std::size_t, std::size_t, const QuadDotScores&, simd::Prefetch);
 constexpr Kernel kKernels[] = {nullptr,      QuadDot64<1>, QuadDot64<2>, QuadDot64<3>,
                                QuadDot64<4>, QuadDot64<5>, QuadDot64<6>};
 
@@ -133,16 +161,14 @@ constexpr Kernel kKernels[] = {nullptr,      QuadDot64<1>, QuadDot64<2>, QuadDot
 
 void QuadDot64Avx512Vnni(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q_sums,
                          const std::int8_t* k, std::size_t quad_stride, std::size_t quads,
-                         std::size_t rows, float* out, std::size_t out_stride,
-                         simd::Prefetch prefetch) {
-  kKernels[rows](q, q_stride, q_sums, k, quad_stride, quads, out, out_stride, prefetch);
+                         std::size_t rows, const QuadDotScores& out, simd::Prefetch prefetch) {
+  kKernels[rows](q, q_stride, q_sums, k, quad_stride, quads, out, prefetch);
 }
 
 void PairDotAvx512Vnni(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
                        std::size_t pair_stride, std::size_t pairs, std::size_t rows,
-                       std::size_t cols, float* out, std::size_t out_stride,
-                       simd::Prefetch prefetch) {
-  kPairKernels[rows](w, w_stride, v, pair_stride, pairs, cols, out, out_stride, prefetch);
+                       std::size_t cols, const PairDotUpdate& update, simd::Prefetch prefetch) {
+  kPairKernels[rows](w, w_stride, v, pair_stride, pairs, cols, update, prefetch);
 }
 
 }  // namespace seqattn::detail

@@ -1,6 +1,7 @@
 #include "src/kernel/decode/prefetch_level.hpp"
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,28 +31,67 @@ namespace seqattn::detail {
 //    (512 MiB): one thread bf16 51.7 → 45.5 ms, int8 28.0 → 24.5; two threads bf16 26.1 →
 //    23.0, int8 14.0 → 12.0. The paged bench, two threads, two runs of each level: 27.4 and
 //    27.0 → 25.0 and 24.0 ms.
-simd::CacheLevel choose_decode_prefetch_level(const char* setting, const CpuFeatures& cpu) {
-  const std::string_view value = setting == nullptr ? "" : setting;
-  if (value == "l1") return simd::CacheLevel::kL1;
-  if (value == "l2") return simd::CacheLevel::kL2;
-  if (!value.empty() && value != "auto") {
-    throw Error(ErrorKind::kInvalidArgument, kDecodePrefetchEnv, "l1, l2, auto or unset",
-                "'" + std::string(value) + "'",
-                "unset it (or auto) to take this CPU's measured level, or set l1 or l2");
+//
+// The near requests (Intel, 16 rows): on the Xeon with a 480 MiB L3 (family 6 model 167,
+// highway:AVX3_DL), with the far requests into L2, each decode pass also asking for the row 16
+// on into L1 (none, then 16, alternating builds run by run, medians of 4-5 runs each). S_k
+// 131072, one thread: bf16 46.7 → 43.8 ms, int8 25.8 → 25.1 (8 and 32 rows for bf16 43.6-44.7,
+// 4-24 quad rows for int8 within 1%); the paged bench, two threads: bf16 24.6-25.3 → 22.4-23.3
+// ms (74-75% → 80-81% of its read probe), int8 13.2-13.6 → 12.7-12.8. Unmeasured on AMD:
+// Zen 5's far requests already fill L1, and Zen 3/4 keep the table's L2 alone.
+namespace {
+
+// The grammar of kDecodePrefetchEnv; nullopt for anything else.
+std::optional<DecodePrefetch> parse_decode_prefetch(std::string_view value) {
+  const std::string_view level = value.substr(0, 2);
+  if (level != "l1" && level != "l2") return std::nullopt;
+  DecodePrefetch p{level == "l1" ? simd::CacheLevel::kL1 : simd::CacheLevel::kL2, 0};
+  std::string_view rows = value.substr(2);
+  if (rows.empty()) return p;
+  constexpr std::string_view kNear = "+near";
+  if (rows.substr(0, kNear.size()) != kNear) return std::nullopt;
+  rows.remove_prefix(kNear.size());
+  if (rows.empty() || rows.size() > 2 || rows.front() == '0') return std::nullopt;
+  for (const char c : rows) {
+    if (c < '0' || c > '9') return std::nullopt;
+    p.near_rows = p.near_rows * 10 + static_cast<std::size_t>(c - '0');
   }
-  const bool zen5 = cpu.vendor == CpuVendor::kAmd && cpu.family == 26;
-  return zen5 ? simd::CacheLevel::kL1 : simd::CacheLevel::kL2;
+  if (p.near_rows > 64) return std::nullopt;
+  return p;
 }
 
-std::string_view to_string(simd::CacheLevel level) {
-  return level == simd::CacheLevel::kL1 ? "l1" : "l2";
+}  // namespace
+
+DecodePrefetch choose_decode_prefetch(const char* setting, const CpuFeatures& cpu) {
+  const std::string_view value = setting == nullptr ? "" : setting;
+  if (!value.empty() && value != "auto") {
+    if (const std::optional<DecodePrefetch> set = parse_decode_prefetch(value)) return *set;
+    throw Error(ErrorKind::kInvalidArgument, kDecodePrefetchEnv,
+                "l1 or l2, optionally +near<N> with N in 1..64 (l2+near16), auto or unset",
+                "'" + std::string(value) + "'",
+                "unset it (or auto) to take this CPU's measured choice, or set one of those");
+  }
+  if (cpu.vendor == CpuVendor::kAmd && cpu.family == 26) return {simd::CacheLevel::kL1, 0};
+  if (cpu.vendor == CpuVendor::kIntel) return {simd::CacheLevel::kL2, 16};
+  return {simd::CacheLevel::kL2, 0};
 }
 
-simd::CacheLevel decode_prefetch_level() {
-  // Once: a decode step must not take the environment's lock, and the level is the process's.
-  static const simd::CacheLevel level =
-      choose_decode_prefetch_level(std::getenv(kDecodePrefetchEnv), cpu_features());
-  return level;
+std::string to_string(const DecodePrefetch& prefetch) {
+  std::string name = prefetch.level == simd::CacheLevel::kL1 ? "l1" : "l2";
+  if (prefetch.near_rows != 0) name += "+near" + std::to_string(prefetch.near_rows);
+  return name;
+}
+
+DecodePrefetch decode_prefetch() {
+  // Once: a decode step must not take the environment's lock, and the choice is the process's.
+  static const DecodePrefetch prefetch =
+      choose_decode_prefetch(std::getenv(kDecodePrefetchEnv), cpu_features());
+  return prefetch;
+}
+
+std::string_view decode_prefetch_name() {
+  static const std::string name = to_string(decode_prefetch());
+  return name;
 }
 
 }  // namespace seqattn::detail

@@ -3,6 +3,8 @@
 // fast a step streams the cache from DRAM.
 #pragma once
 
+#include <cstddef>
+#include <string>
 #include <string_view>
 
 #include "src/runtime/cpu_features.hpp"
@@ -10,20 +12,31 @@
 
 namespace seqattn::detail {
 
-// The environment variable that overrides the table: "l1" or "l2"; "auto" or empty is unset.
-// Read at the first decode run and kept for the process (a later setenv changes nothing).
+// The environment variable that overrides the table: "l1" or "l2", optionally followed by
+// "+near<N>" (N in 1..64: the near requests of simd::Prefetch, N rows on); "auto" or empty is
+// unset. Read at the first decode run and kept for the process (a later setenv changes nothing).
 inline constexpr const char* kDecodePrefetchEnv = "SEQATTN_DECODE_PREFETCH";
 
-// The rule: `setting` is the variable's value (null when unset); anything but l1, l2, auto or
-// empty is an Error naming the variable. Unset, AMD family 26 (Zen 5) takes L1, every other
-// CPU L2.
-simd::CacheLevel choose_decode_prefetch_level(const char* setting, const CpuFeatures& cpu);
+// What a decode run asks for ahead: the far requests' cache (the next blocks) and how many rows
+// on its passes ask for into L1 (0: none).
+struct DecodePrefetch {
+  simd::CacheLevel level = simd::CacheLevel::kL2;
+  std::size_t near_rows = 0;
+  bool operator==(const DecodePrefetch&) const = default;
+};
 
-// "l1" or "l2": RunRecord::decode_prefetch, and what SEQATTN_DECODE_PREFETCH takes.
-std::string_view to_string(simd::CacheLevel level);
+// The rule: `setting` is the variable's value (null when unset); anything but the grammar above
+// is an Error naming the variable. Unset: AMD family 26 (Zen 5) takes l1; Intel l2+near16;
+// every other CPU l2.
+DecodePrefetch choose_decode_prefetch(const char* setting, const CpuFeatures& cpu);
 
-// This process's level (the rule over this CPU and the environment, decided at first use; a bad
-// value throws at every call and nothing is remembered).
-simd::CacheLevel decode_prefetch_level();
+// "l1", "l2", "l2+near16", …: RunRecord::decode_prefetch, and what SEQATTN_DECODE_PREFETCH takes.
+std::string to_string(const DecodePrefetch& prefetch);
+
+// This process's choice (the rule over this CPU and the environment, decided at first use; a bad
+// value throws at every call and nothing is remembered), and its name (to_string, kept for the
+// process, so a record can view it).
+DecodePrefetch decode_prefetch();
+std::string_view decode_prefetch_name();
 
 }  // namespace seqattn::detail
