@@ -144,9 +144,7 @@ void BM_PlanOverhead(benchmark::State& state) {
   kernel.globals = &no_globals;
   kernel.split = seqattn::detail::cache_split(1, 8, 1, 1, 64);
   kernel.threads = 1;
-  const seqattn::detail::DecodePrefetch prefetch = seqattn::detail::decode_prefetch();
-  kernel.prefetch_level = prefetch.level;  // as plan.run sets them
-  kernel.prefetch_near_rows = prefetch.near_rows;
+  kernel.prefetch = seqattn::detail::decode_prefetch();  // as plan.run sets it
   const bool whole_call = state.range(0) == 0;
   for (auto _ : state) {
     if (whole_call) {

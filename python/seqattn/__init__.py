@@ -86,7 +86,7 @@ def attention(q, k, v, *, variant="dense", causal=False, key_lengths=None, mask=
     Returns out (shaped like q with D_v), followed by lse [B, H_q, S_q] (float32) if
     return_lse, the weights [B, H_q, S_q, S_k] (float32) if return_weights, and the
     RunRecord (variant, reason, flops, bytes, seconds, threads, simd_target, compute_path;
-    decode_prefetch, None here, says a cache run's prefetch level) if return_record. out= writes into
+    decode_prefetch, None here, says what a cache run prefetched) if return_record. out= writes into
     a given array (same shape as the result, any strides, not overlapping an input).
     """
     for name, a in (("q", q), ("k", k), ("v", v)):

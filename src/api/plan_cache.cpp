@@ -214,9 +214,7 @@ CacheProblem cache_problem(const PlanState& st, const Problem& bound, const Pack
   p.split = st.split;
   p.threads = bound.threads;
   p.positional = st.planned.positional.get();
-  const DecodePrefetch prefetch = decode_prefetch();  // may throw (a bad SEQATTN_DECODE_PREFETCH)
-  p.prefetch_level = prefetch.level;
-  p.prefetch_near_rows = prefetch.near_rows;
+  p.prefetch = decode_prefetch();  // may throw (a bad SEQATTN_DECODE_PREFETCH)
   return p;
 }
 

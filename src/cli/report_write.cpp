@@ -236,7 +236,7 @@ const BandwidthPoint* matching_bandwidth(const DecodeReport& d, const DecodePoin
   return nullptr;
 }
 
-// Which cache the kernel's software prefetches filled: one level a process
+// What the kernel's software prefetches asked for: one choice a process
 // (SEQATTN_DECODE_PREFETCH is read once), so the first row's record says it for every row.
 std::string prefetch_sentence(const DecodeReport& d) {
   if (d.points.empty() || d.points.front().prefetch.empty()) return "";

@@ -34,7 +34,7 @@ __attribute__((always_inline)) inline void PrefetchLine(const T* p, CacheLevel l
 struct Prefetch {
   std::ptrdiff_t offset = 0;  // elements of the pointer's type
   CacheLevel level = CacheLevel::kL2;
-  std::size_t near_rows = 0;
+  std::uint8_t near_rows = 0;  // at most 64 (kept small: the struct is passed in two registers)
 
   explicit operator bool() const { return offset != 0; }
   bool Near() const { return near_rows != 0; }

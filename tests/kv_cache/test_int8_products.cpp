@@ -129,8 +129,8 @@ TEST(Int8Products, VnniPairKernelIsExact) {
           w[t] = 32767;
         }
         // o = o · alpha + float(sum) · scale · unit (one FMA), or o + …: from o = 0 with
-        // power-of-two factors the sum itself is checked exactly; from o = 1.5 with arbitrary
-        // ones the order, bitwise.
+        // power-of-two factors the sum itself is checked exactly; from o = 1.5 (rows with unit
+        // 1) or 3e-20 (unit 2^-64, where t is that small) with arbitrary ones the order, bitwise.
         std::array<float, 6> scale{}, unit{}, alpha{};
         for (const bool exact : {true, false}) {
           for (std::size_t r = 0; r < 6; ++r) {
@@ -138,11 +138,11 @@ TEST(Int8Products, VnniPairKernelIsExact) {
             unit[r] = r % 2 == 0 ? 1.0f : 0x1p-64f;
             alpha[r] = exact ? 0.5f : 0.71f / (r + 1);
           }
-          const float start = exact ? 0.0f : 1.5f;
+          auto start = [&](std::size_t r) { return exact ? 0.0f : r % 2 == 0 ? 1.5f : 3e-20f; };
           for (const bool rescale : {false, true}) {
             for (const simd::Prefetch prefetch : PrefetchCases(128)) {
               auto out = hwy::AllocateAligned<float>(rows * cols);  // the kernel stores aligned
-              std::fill(out.get(), out.get() + rows * cols, start);
+              for (std::size_t i = 0; i < rows * cols; ++i) out.get()[i] = start(i / cols);
               const detail::PairDotUpdate update{out.get(), cols, scale.data(), unit.data(),
                                                  rescale ? alpha.data() : nullptr};
               detail::PairDotAvx512Vnni(w.data(), w_stride, v.data(), pair_stride, pairs, rows,
@@ -152,7 +152,7 @@ TEST(Int8Products, VnniPairKernelIsExact) {
                   const auto sum = static_cast<float>(
                       reference_pair_dot(w.data() + r * w_stride, v.data(), pairs, pair_stride, c));
                   const float t = sum * scale[r] * unit[r];
-                  const float expected = rescale ? std::fma(start, alpha[r], t) : start + t;
+                  const float expected = rescale ? std::fma(start(r), alpha[r], t) : start(r) + t;
                   ASSERT_EQ(out.get()[r * cols + c], expected)
                       << "cols " << cols << " pairs " << pairs << " rows " << rows << " row " << r
                       << " column " << c << " rescale " << rescale << " exact " << exact;

@@ -12,6 +12,7 @@
 
 #include "seqattn/tensor.hpp"
 #include "src/kernel/decode/packed_kv.hpp"
+#include "src/kernel/decode/prefetch_level.hpp"
 #include "src/runtime/positional.hpp"
 #include "src/simd/prefetch.hpp"
 
@@ -61,8 +62,7 @@ struct CacheProblem {
 
   // What the kernel asks for ahead (decode_prefetch(), per CPU): the cache its requests for the
   // next blocks fill and the rows on its passes ask for into L1. Speed only, never a result.
-  simd::CacheLevel prefetch_level = simd::CacheLevel::kL2;
-  std::size_t prefetch_near_rows = 0;
+  DecodePrefetch prefetch;
 
   std::int64_t seq_q() const { return q.shape[2]; }
   std::int64_t seq_q(std::int64_t b) const {

@@ -252,10 +252,9 @@ class CacheWorker {
     const std::int64_t next = j0 + kKvBlock * static_cast<std::int64_t>(4 / sizeof(Elem));
     const bool ahead = next < kv.length(b_);
     const std::int64_t next_block = ahead ? kv.block(b_, hk_, next) : block;
-    prefetch_k_ = {kv.template key_block_at<Elem>(next_block) - k_block, p_.prefetch_level,
-                   p_.prefetch_near_rows};
-    prefetch_v_ = {kv.template value_block_at<Elem>(next_block) - v_block, p_.prefetch_level,
-                   p_.prefetch_near_rows};
+    const auto [level, near_rows] = p_.prefetch;
+    prefetch_k_ = {kv.template key_block_at<Elem>(next_block) - k_block, level, near_rows};
+    prefetch_v_ = {kv.template value_block_at<Elem>(next_block) - v_block, level, near_rows};
     if constexpr (kQuantized) {  // the tile's 64-byte-aligned run of scales
       k_scales_ = kv.key_scales_at(block) + j0 % kKvBlock;
       v_scales_ = kv.value_scales_at(block) + j0 % kKvBlock;
@@ -282,7 +281,7 @@ class CacheWorker {
     for (const float* scales :
          {p_.kv.key_scales_at(next_block), p_.kv.value_scales_at(next_block)}) {
       for (std::int64_t i = 0; i < kKvBlock; i += 64 / sizeof(float)) {
-        simd::PrefetchLine(scales + i, p_.prefetch_level);
+        simd::PrefetchLine(scales + i, p_.prefetch.level);
       }
     }
   }

@@ -45,9 +45,8 @@ HWY_INLINE void StoreSums(const typename IOps::V (&acc)[kRows][kVecs], float* HW
 // quads (quad c at k + c·quad_stride bytes, 4 bytes per key), as floats. The rows come as
 // QOps::QueryFactors of their quads (kParts int32 per quad, q_stride int32 apart). prefetch
 // (offset in bytes): each quad row's tile that far ahead (and near_rows quad rows on, into L1).
-// Knows nothing of heads, blocks or
-// scales. A quad row's vectors are split once and used by every row; a row's factors are
-// broadcast once and used by every vector.
+// Knows nothing of heads, blocks or scales. A quad row's vectors are split once and used by
+// every row; a row's factors are broadcast once and used by every vector.
 template <class QOps, size_t kRows, size_t kVecs>
 HWY_INLINE void QuadDotColumns(const std::int32_t* HWY_RESTRICT q, size_t q_stride,
                                const std::int8_t* HWY_RESTRICT k, size_t quad_stride, size_t quads,

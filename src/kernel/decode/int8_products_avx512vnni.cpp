@@ -114,22 +114,28 @@ void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8
     }
   }
   // Added to O here, not stored as floats for the caller to add: that round trip through
-  // memory was a second pass over the tile's outputs.
-  // Factors and pointers are read before the first store (see QuadDot64).
+  // memory was a second pass over the tile's outputs. Factors and pointers are read before the
+  // first store (see QuadDot64).
+  // (As floats: six rows' broadcasts beside the 24 accumulators would not fit the registers.)
+  float scale[kRows], unit[kRows], alpha[kRows];
+  const bool rescale = update.alpha != nullptr;
+  for (std::size_t r = 0; r < kRows; ++r) {
+    scale[r] = update.scale[r];
+    unit[r] = update.unit[r];
+    alpha[r] = rescale ? update.alpha[r] : 1.0f;
+  }
   float* const o = update.o + col;
   const std::size_t stride = update.stride;
   for (std::size_t r = 0; r < kRows; ++r) {
-    const __m512 scale = _mm512_set1_ps(update.scale[r]), unit = _mm512_set1_ps(update.unit[r]);
-    const float alpha = update.alpha != nullptr ? update.alpha[r] : 1.0f;
-    const bool rescale = update.alpha != nullptr;
+    const __m512 s = _mm512_set1_ps(scale[r]), u = _mm512_set1_ps(unit[r]);
     for (std::size_t c = 0; c < kVecs; ++c) {
       // t = float(sum) · scale · unit; o = o · alpha + t (one FMA) or o + t.
       const __m512 t =
-          _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xffff, acc[r][c]), scale), unit);
+          _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xffff, acc[r][c]), s), u);
       float* at = o + r * stride + 16 * c;
       const __m512 old = _mm512_load_ps(at);
       _mm512_store_ps(
-          at, rescale ? _mm512_fmadd_ps(old, _mm512_set1_ps(alpha), t) : _mm512_add_ps(old, t));
+          at, rescale ? _mm512_fmadd_ps(old, _mm512_set1_ps(alpha[r]), t) : _mm512_add_ps(old, t));
     }
   }
 }

@@ -32,13 +32,13 @@ namespace seqattn::detail {
 //    23.0, int8 14.0 → 12.0. The paged bench, two threads, two runs of each level: 27.4 and
 //    27.0 → 25.0 and 24.0 ms.
 //
-// The near requests (Intel, 16 rows): on the Xeon with a 480 MiB L3 (family 6 model 167,
-// highway:AVX3_DL), with the far requests into L2, each decode pass also asking for the row 16
-// on into L1 (none, then 16, alternating builds run by run, medians of 4-5 runs each). S_k
-// 131072, one thread: bf16 46.7 → 43.8 ms, int8 25.8 → 25.1 (8 and 32 rows for bf16 43.6-44.7,
-// 4-24 quad rows for int8 within 1%); the paged bench, two threads: bf16 24.6-25.3 → 22.4-23.3
-// ms (74-75% → 80-81% of its read probe), int8 13.2-13.6 → 12.7-12.8. Unmeasured on AMD:
-// Zen 5's far requests already fill L1, and Zen 3/4 keep the table's L2 alone.
+// The near requests (Intel with AVX-512, 16 rows): measured on one Xeon (a 480 MiB L3, family 6
+// model 167, highway:AVX3_DL, far requests into L2), builds without and with them alternating
+// run by run (docs/architecture.md, "Near requests", has every figure). S_k 131072, one
+// thread, medians of 6: bf16 47.1 → 44.9 ms, int8 25.6 → 24.2; the paged bench, two threads:
+// bf16 76% → 81-82% of its read probe, int8 72-74% → 77-80%. 8 to 32 rows measured alike.
+// Not measured on other Intel cores (AVX2 clients keep l2) nor on AMD: Zen 5's far requests
+// already fill L1, Zen 3/4 keep the table's L2 alone.
 namespace {
 
 // The grammar of kDecodePrefetchEnv; nullopt for anything else.
@@ -54,7 +54,7 @@ std::optional<DecodePrefetch> parse_decode_prefetch(std::string_view value) {
   if (rows.empty() || rows.size() > 2 || rows.front() == '0') return std::nullopt;
   for (const char c : rows) {
     if (c < '0' || c > '9') return std::nullopt;
-    p.near_rows = p.near_rows * 10 + static_cast<std::size_t>(c - '0');
+    p.near_rows = static_cast<std::uint8_t>(p.near_rows * 10 + (c - '0'));  // two digits
   }
   if (p.near_rows > 64) return std::nullopt;
   return p;
@@ -72,7 +72,7 @@ DecodePrefetch choose_decode_prefetch(const char* setting, const CpuFeatures& cp
                 "unset it (or auto) to take this CPU's measured choice, or set one of those");
   }
   if (cpu.vendor == CpuVendor::kAmd && cpu.family == 26) return {simd::CacheLevel::kL1, 0};
-  if (cpu.vendor == CpuVendor::kIntel) return {simd::CacheLevel::kL2, 16};
+  if (cpu.vendor == CpuVendor::kIntel && cpu.avx512f) return {simd::CacheLevel::kL2, 16};
   return {simd::CacheLevel::kL2, 0};
 }
 

@@ -1,9 +1,11 @@
-// Which cache the decode kernel's software prefetches fill, per CPU: one row of measurements
-// per core, as a BLIS blocking table is per target. The level never changes a result, only how
-// fast a step streams the cache from DRAM.
+// What the decode kernel's software prefetches ask for, per CPU: which cache the requests for
+// the next blocks fill, and whether its passes also ask for rows a little further on into L1.
+// One row of measurements per core, as a BLIS blocking table is per target. The choice never
+// changes a result, only how fast a step streams the cache from DRAM.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -21,13 +23,13 @@ inline constexpr const char* kDecodePrefetchEnv = "SEQATTN_DECODE_PREFETCH";
 // on its passes ask for into L1 (0: none).
 struct DecodePrefetch {
   simd::CacheLevel level = simd::CacheLevel::kL2;
-  std::size_t near_rows = 0;
+  std::uint8_t near_rows = 0;  // 0..64
   bool operator==(const DecodePrefetch&) const = default;
 };
 
 // The rule: `setting` is the variable's value (null when unset); anything but the grammar above
-// is an Error naming the variable. Unset: AMD family 26 (Zen 5) takes l1; Intel l2+near16;
-// every other CPU l2.
+// is an Error naming the variable. Unset: AMD family 26 (Zen 5) takes l1; Intel with AVX-512
+// (the measured class: one Xeon) l2+near16; every other CPU l2.
 DecodePrefetch choose_decode_prefetch(const char* setting, const CpuFeatures& cpu);
 
 // "l1", "l2", "l2+near16", …: RunRecord::decode_prefetch, and what SEQATTN_DECODE_PREFETCH takes.
