@@ -36,13 +36,13 @@ bool cpu_has_vnni() {
 constexpr const char* kNoVnni =
     "skipped: no AVX512-VNNI (the portable micro-kernels are tested on every target) on ";
 
-// No prefetch, `offset` bytes ahead into each cache level, and near requests 1 and 16 rows on
-// (with and without the far ones): a request never changes a result.
-std::array<simd::Prefetch, 5> PrefetchCases(std::ptrdiff_t offset) {
+// No prefetch, `offset` bytes ahead into each cache level, and near requests 1 and 16 rows
+// (row_stride bytes each) on (with and without the far ones): a request never changes a result.
+std::array<simd::Prefetch, 5> PrefetchCases(std::ptrdiff_t offset, std::int32_t row_stride) {
   return {simd::Prefetch{}, simd::Prefetch{offset, simd::CacheLevel::kL2},
           simd::Prefetch{offset, simd::CacheLevel::kL1},
-          simd::Prefetch{offset, simd::CacheLevel::kL2, 16},
-          simd::Prefetch{0, simd::CacheLevel::kL2, 1}};
+          simd::Prefetch{offset, simd::CacheLevel::kL2, 16 * row_stride},
+          simd::Prefetch{0, simd::CacheLevel::kL2, row_stride}};
 }
 
 // Σ_d q[r][d]·k(t, d) in int64, keys in quads: element (t, d) at (d/4)·256 + 4t + d%4.
@@ -83,7 +83,8 @@ TEST(Int8Products, VnniMicroKernelIsExact) {
           key_scales[t] = exact ? std::ldexp(1.0f, static_cast<int>(t % 7) - 3) : 0.01f * (t + 1);
         for (std::size_t r = 0; r < 6; ++r)
           query_scales[r] = exact ? std::ldexp(1.0f, -static_cast<int>(r)) : 0.37f / (r + 1);
-        for (const simd::Prefetch prefetch : PrefetchCases(256)) {
+        for (const simd::Prefetch prefetch :
+             PrefetchCases(256, static_cast<std::int32_t>(kQuadRow))) {
           alignas(64) float out[6][64];
           std::memset(out, 0xff, sizeof out);
           const detail::QuadDotScores scores{&out[0][0], 64, key_scales, query_scales.data()};
@@ -140,7 +141,8 @@ TEST(Int8Products, VnniPairKernelIsExact) {
           }
           auto start = [&](std::size_t r) { return exact ? 0.0f : r % 2 == 0 ? 1.5f : 3e-20f; };
           for (const bool rescale : {false, true}) {
-            for (const simd::Prefetch prefetch : PrefetchCases(128)) {
+            for (const simd::Prefetch prefetch :
+                 PrefetchCases(128, static_cast<std::int32_t>(pair_stride))) {
               auto out = hwy::AllocateAligned<float>(rows * cols);  // the kernel stores aligned
               for (std::size_t i = 0; i < rows * cols; ++i) out.get()[i] = start(i / cols);
               const detail::PairDotUpdate update{out.get(), cols, scale.data(), unit.data(),

@@ -252,9 +252,15 @@ class CacheWorker {
     const std::int64_t next = j0 + kKvBlock * static_cast<std::int64_t>(4 / sizeof(Elem));
     const bool ahead = next < kv.length(b_);
     const std::int64_t next_block = ahead ? kv.block(b_, hk_, next) : block;
+    // The near requests (the table's near_rows rows on) in elements of each block's rows: a
+    // key row (d) or quad row of 64 keys, a value row (token) or pair.
     const auto [level, near_rows] = p_.prefetch;
-    prefetch_k_ = {kv.template key_block_at<Elem>(next_block) - k_block, level, near_rows};
-    prefetch_v_ = {kv.template value_block_at<Elem>(next_block) - v_block, level, near_rows};
+    const std::int64_t key_row = kKvBlock * (kQuantized ? kKeyQuad : 1);
+    const std::int64_t value_row = kv.dv_pad * (kQuantized ? 2 : 1);
+    prefetch_k_ = {kv.template key_block_at<Elem>(next_block) - k_block, level,
+                   static_cast<std::int32_t>(near_rows * key_row)};
+    prefetch_v_ = {kv.template value_block_at<Elem>(next_block) - v_block, level,
+                   static_cast<std::int32_t>(near_rows * value_row)};
     if constexpr (kQuantized) {  // the tile's 64-byte-aligned run of scales
       k_scales_ = kv.key_scales_at(block) + j0 % kKvBlock;
       v_scales_ = kv.value_scales_at(block) + j0 % kKvBlock;

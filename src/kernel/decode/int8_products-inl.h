@@ -11,18 +11,17 @@
 // No include guard and no namespace: cache_attention.cpp includes this inside its per-target
 // namespace (within seqattn), after src/simd/int8_ops-inl.h and src/simd/prefetch.hpp.
 
-// Prefetches the lines that start inside [p, p + bytes), `ahead.offset` bytes further on: a
-// line shared by several narrow tiles or column passes is asked for once, by the pass its start
-// falls in.
+// Prefetches the lines that start inside [p, p + bytes), `ahead.offset` bytes further on (and
+// `ahead.near` on, into L1): a line shared by several narrow tiles or column passes is asked for
+// once, by the pass its start falls in.
 HWY_INLINE void PrefetchLinesStartingIn(const std::int8_t* p, size_t bytes, simd::Prefetch ahead) {
   const size_t first = (64 - reinterpret_cast<std::uintptr_t>(p) % 64) % 64;
-  for (size_t b = first; b < bytes; b += 64) ahead.Line(p + b);
-}
-// The near requests of the same lines: row_stride bytes from one row to the next.
-HWY_INLINE void NearLinesStartingIn(const std::int8_t* p, size_t bytes, size_t row_stride,
-                                    simd::Prefetch ahead) {
-  const size_t first = (64 - reinterpret_cast<std::uintptr_t>(p) % 64) % 64;
-  for (size_t b = first; b < bytes; b += 64) ahead.NearLine(p + b, row_stride);
+  if (ahead) {
+    for (size_t b = first; b < bytes; b += 64) ahead.Line(p + b);
+  }
+  if (ahead.Near()) {
+    for (size_t b = first; b < bytes; b += 64) ahead.NearLine(p + b);
+  }
 }
 
 // The accumulator block of an integer micro-kernel: zeroed, and stored as floats.
@@ -44,9 +43,9 @@ HWY_INLINE void StoreSums(const typename IOps::V (&acc)[kRows][kVecs], float* HW
 // out[r][0, kVecs·L) = Σ_d q[r][d] · k[d][0, kVecs·L) for kRows query rows and a tile of key
 // quads (quad c at k + c·quad_stride bytes, 4 bytes per key), as floats. The rows come as
 // QOps::QueryFactors of their quads (kParts int32 per quad, q_stride int32 apart). prefetch
-// (offset in bytes): each quad row's tile that far ahead (and near_rows quad rows on, into L1).
-// Knows nothing of heads, blocks or scales. A quad row's vectors are split once and used by
-// every row; a row's factors are broadcast once and used by every vector.
+// (bytes): each quad row's tile that far ahead (and `near` on, into L1). Knows nothing of heads,
+// blocks or scales. A quad row's vectors are split once and used by every row; a row's factors are
+// broadcast once and used by every vector.
 template <class QOps, size_t kRows, size_t kVecs>
 HWY_INLINE void QuadDotColumns(const std::int32_t* HWY_RESTRICT q, size_t q_stride,
                                const std::int8_t* HWY_RESTRICT k, size_t quad_stride, size_t quads,
@@ -59,8 +58,7 @@ HWY_INLINE void QuadDotColumns(const std::int32_t* HWY_RESTRICT q, size_t q_stri
   ZeroSums<QOps>(acc);
   for (size_t c = 0; c < quads; ++c) {
     const std::int8_t* HWY_RESTRICT quad_row = k + c * quad_stride;
-    if (prefetch) PrefetchLinesStartingIn(quad_row, kTileBytes, prefetch);
-    if (prefetch.Near()) NearLinesStartingIn(quad_row, kTileBytes, quad_stride, prefetch);
+    PrefetchLinesStartingIn(quad_row, kTileBytes, prefetch);
     V part[kVecs][kParts];
     for (size_t v = 0; v < kVecs; ++v)
       QOps::Split(QOps::LoadLanes(quad_row + v * kLanes * 4), part[v]);
@@ -123,8 +121,7 @@ HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stri
   ZeroSums<POps>(acc);
   for (size_t p = 0; p < pairs; ++p) {
     const std::int8_t* HWY_RESTRICT pair = v + p * pair_stride;
-    if (prefetch) PrefetchLinesStartingIn(pair, kChunkBytes, prefetch);
-    if (prefetch.Near()) NearLinesStartingIn(pair, kChunkBytes, pair_stride, prefetch);
+    PrefetchLinesStartingIn(pair, kChunkBytes, prefetch);
     for (size_t c = 0; c < kVecs; ++c) {
       V part[POps::kParts];
       POps::Split(POps::Load(pair + 2 * c * kLanes), part);

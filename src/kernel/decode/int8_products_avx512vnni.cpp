@@ -51,7 +51,7 @@ void QuadDot64(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q
       for (std::size_t v = 0; v < kVecs; ++v) prefetch.Line(row + 64 * v);
     }
     if (prefetch.Near()) {
-      for (std::size_t v = 0; v < kVecs; ++v) prefetch.NearLine(row + 64 * v, quad_stride);
+      for (std::size_t v = 0; v < kVecs; ++v) prefetch.NearLine(row + 64 * v);
     }
     __m512i kv[kVecs];
     for (std::size_t v = 0; v < kVecs; ++v) {
@@ -99,7 +99,7 @@ void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8
       for (std::size_t c = 0; c < kVecs; c += 2) prefetch.Line(pair + 32 * c);
     }
     if (prefetch.Near()) {
-      for (std::size_t c = 0; c < kVecs; c += 2) prefetch.NearLine(pair + 32 * c, pair_stride);
+      for (std::size_t c = 0; c < kVecs; c += 2) prefetch.NearLine(pair + 32 * c);
     }
     __m512i vv[kVecs];
     for (std::size_t c = 0; c < kVecs; ++c) {

@@ -34,8 +34,8 @@ struct PairDotUpdate {
 // The scores of rows in [1, 6] query rows against a 64-key tile, the dot products exactly as
 // QuadDotTile (src/kernel/decode/int8_products-inl.h) computes them: q rows int8, q_stride bytes
 // apart, zero padded to whole quads; q_sums[r] = Σ_d q[r][d]; key quad c of the tile at
-// k + c·quad_stride (256 bytes). `prefetch` (offset in bytes) asks for the same rows that far
-// ahead as they are read, and for the quad row near_rows on into L1.
+// k + c·quad_stride (256 bytes). `prefetch` (offsets in bytes) asks for the same rows that far
+// ahead as they are read.
 void QuadDot64Avx512Vnni(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q_sums,
                          const std::int8_t* k, std::size_t quad_stride, std::size_t quads,
                          std::size_t rows, const QuadDotScores& out, simd::Prefetch prefetch);
@@ -43,8 +43,8 @@ void QuadDot64Avx512Vnni(const std::int8_t* q, std::size_t q_stride, const std::
 // Σ_t w[r][t] · v[t][0, cols) for rows in [1, 6] rows of int16 weights (w_stride apart) over
 // `pairs` pairs of keys, the sums exactly as PairDotTile (int8_products-inl.h) computes them,
 // added to the output rows as `update` says: pair p at v + p·pair_stride bytes, column c's two
-// int8 at 2c; cols a multiple of 16. `prefetch` (offset in bytes) asks for each pair's columns
-// that far ahead, and for the pair near_rows on into L1.
+// int8 at 2c; cols a multiple of 16. `prefetch` (offsets in bytes) asks for each pair's columns
+// that far ahead.
 void PairDotAvx512Vnni(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
                        std::size_t pair_stride, std::size_t pairs, std::size_t rows,
                        std::size_t cols, const PairDotUpdate& update, simd::Prefetch prefetch);
