@@ -240,12 +240,16 @@ const BandwidthPoint* matching_bandwidth(const DecodeReport& d, const DecodePoin
 // (SEQATTN_DECODE_PREFETCH is read once), so the first row's record says it for every row.
 std::string prefetch_sentence(const DecodeReport& d) {
   if (d.points.empty() || d.points.front().prefetch.empty()) return "";
-  const std::string& choice = d.points.front().prefetch;  // "l2", "l2+near16", …
+  const std::string& choice = d.points.front().prefetch;  // "l2", "l2+near16+paced", …
   const std::size_t plus = choice.find("+near");
   const std::string near =
-      plus == std::string::npos ? "" : ", and rows " + choice.substr(plus + 5) + " on into L1";
+      plus == std::string::npos
+          ? ""
+          : ", rows " + std::to_string(std::stoi(choice.substr(plus + 5))) + " on into L1";
+  const std::string paced =
+      choice.ends_with("+paced") ? ", an int8 tile's first value lines during its softmax" : "";
   return "The kernel prefetched the blocks ahead into " +
-         std::string(choice.starts_with("l1") ? "L1" : "L2") + near + " (decode_prefetch " +
+         std::string(choice.starts_with("l1") ? "L1" : "L2") + near + paced + " (decode_prefetch " +
          choice + " in the JSON: this CPU's measured choice, or SEQATTN_DECODE_PREFETCH's). ";
 }
 

@@ -83,7 +83,7 @@ void CheckPairTile(std::mt19937& gen, size_t pairs, size_t cols) {
   }
   auto out = hwy::AllocateAligned<float>(kRows * cols);
   PairDotTile<POps, kRows>(w.data(), w_stride, v.data(), pair_stride, pairs, cols, out.get(), cols,
-                           simd::Prefetch{});
+                           simd::Prefetch{}, pairs / 2);
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t c = 0; c < cols; ++c) {
       std::int64_t sum = 0;

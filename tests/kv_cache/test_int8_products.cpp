@@ -148,7 +148,7 @@ TEST(Int8Products, VnniPairKernelIsExact) {
               const detail::PairDotUpdate update{out.get(), cols, scale.data(), unit.data(),
                                                  rescale ? alpha.data() : nullptr};
               detail::PairDotAvx512Vnni(w.data(), w_stride, v.data(), pair_stride, pairs, rows,
-                                        cols, update, prefetch);
+                                        cols, update, prefetch, pairs / 2);
               for (std::size_t r = 0; r < rows; ++r) {
                 for (std::size_t c = 0; c < cols; ++c) {
                   const auto sum = static_cast<float>(

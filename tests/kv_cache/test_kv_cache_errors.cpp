@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -231,8 +232,8 @@ TEST(KvCacheErrors, ExtentsNearTwoToThe63AreErrors) {
 }
 
 // The decode kernel's prefetch choice: the CPU table (Zen 5 measured faster into L1, an
-// Intel Xeon with near requests too), the environment's override, and an Error naming the
-// variable for anything else.
+// Intel Xeon with near and paced requests too), the environment's override, and an Error naming
+// the variable for anything else.
 TEST(DecodePrefetch, ChoiceFollowsTheCpuTableAndTheEnvironment) {
   using detail::DecodePrefetch;
   using simd::CacheLevel;
@@ -242,31 +243,45 @@ TEST(DecodePrefetch, ChoiceFollowsTheCpuTableAndTheEnvironment) {
   zen4.family = 25;
   intel.vendor = detail::CpuVendor::kIntel;
   intel.family = 6;
-  const DecodePrefetch l1{CacheLevel::kL1, 0}, l2{CacheLevel::kL2, 0};
+  const DecodePrefetch l1{CacheLevel::kL1, 0, false}, l2{CacheLevel::kL2, 0, false};
   EXPECT_EQ(detail::choose_decode_prefetch(nullptr, zen5), l1);
   EXPECT_EQ(detail::choose_decode_prefetch(nullptr, zen4), l2);
   EXPECT_EQ(detail::choose_decode_prefetch("l1", intel), l1);  // a set level has no near rows
   EXPECT_EQ(detail::choose_decode_prefetch("l2", zen5), l2);
   detail::CpuFeatures intel_avx2 = intel;  // the near requests were measured on AVX-512 only
   intel.avx512f = true;
-  EXPECT_EQ(detail::choose_decode_prefetch(nullptr, intel), (DecodePrefetch{CacheLevel::kL2, 16}));
+  EXPECT_EQ(detail::choose_decode_prefetch(nullptr, intel),
+            (DecodePrefetch{CacheLevel::kL2, 16, true}));
   EXPECT_EQ(detail::choose_decode_prefetch(nullptr, intel_avx2), l2);
   EXPECT_EQ(detail::choose_decode_prefetch("l2+near8", zen4), (DecodePrefetch{CacheLevel::kL2, 8}));
   EXPECT_EQ(detail::choose_decode_prefetch("l2+near1", zen4), (DecodePrefetch{CacheLevel::kL2, 1}));
   EXPECT_EQ(detail::choose_decode_prefetch("l1+near8", zen5), (DecodePrefetch{CacheLevel::kL1, 8}));
   EXPECT_EQ(detail::choose_decode_prefetch("l1+near64", zen4),
             (DecodePrefetch{CacheLevel::kL1, 64}));
+  EXPECT_EQ(detail::choose_decode_prefetch("l2+near16+paced", zen4),
+            (DecodePrefetch{CacheLevel::kL2, 16, true}));
+  EXPECT_EQ(detail::choose_decode_prefetch("l1+paced", intel),
+            (DecodePrefetch{CacheLevel::kL1, 0, true}));
   EXPECT_EQ(detail::choose_decode_prefetch("", zen5), l1);  // as unset
   EXPECT_EQ(detail::choose_decode_prefetch("auto", zen4), l2);
-  for (const char* bad : {"L1", "l3", "l1 ", "AUTO", "l2+near", "l2+near0", "l2+near65",
-                          "l2+near016", "l2+far16", "l2near16", "l2+near1x", "l", "l2+near16 ",
-                          "auto+near16", "l2+NEAR16", "+near16", "l2+near100"}) {
+  const char* const bad_near[] = {
+      "L1",         "l3",          "l1 ",       "AUTO",     "l2+near",   "l2+near0",
+      "l2+near65",  "l2+near016",  "l2+far16",  "l2near16", "l2+near1x", "l",
+      "l2+near16 ", "auto+near16", "l2+NEAR16", "+near16",  "l2+near100"};
+  const char* const bad_paced[] = {
+      "l2+paced+near16", "l2+near16+paced ", "l2+near16paced", "l2+near+paced",
+      "l2+PACED",        "l2+paced+paced",   "l2+pace",        "+paced"};
+  std::vector<std::string> bad_values(std::begin(bad_near), std::end(bad_near));
+  bad_values.insert(bad_values.end(), std::begin(bad_paced), std::end(bad_paced));
+  for (const std::string& bad : bad_values) {
     SCOPED_TRACE(bad);
-    expect_error([&] { detail::choose_decode_prefetch(bad, zen5); }, detail::kDecodePrefetchEnv,
-                 ErrorKind::kInvalidArgument);
+    expect_error([&] { detail::choose_decode_prefetch(bad.c_str(), zen5); },
+                 detail::kDecodePrefetchEnv, ErrorKind::kInvalidArgument);
   }
   EXPECT_EQ(detail::to_string(l1), "l1");
   EXPECT_EQ(detail::to_string(DecodePrefetch{CacheLevel::kL2, 16}), "l2+near16");
+  EXPECT_EQ(detail::to_string(DecodePrefetch{CacheLevel::kL2, 16, true}), "l2+near16+paced");
+  EXPECT_EQ(detail::to_string(DecodePrefetch{CacheLevel::kL1, 0, true}), "l1+paced");
 }
 
 // The level a run used is in its record: this process's (the CPU's row of the table, or

@@ -23,6 +23,41 @@
 // namespace, after flash_tiles_body.inc and int8_products-inl.h (and src/simd/int8_ops-inl.h,
 // whose Int8QuadOps / Int8PairOps it names, before the namespace).
 
+// The far requests for the first lines of an int8 value tile, taken a few at a time by the two
+// passes between Q·Kᵀ and P·V (the softmax: one per vector of probabilities; the weights: two),
+// which read no cache memory. Left to the products, a tile's requests came in two bursts with
+// a gap between them in which the lines in flight drained: from DRAM the int8 step ran at
+// 65-70% of the read probe where its arithmetic alone (the cache in L2/L3) would allow more.
+// One Xeon thread (S_k 131072, H 32, H_kv 8, D 128, builds alternating run by run, medians of 7):
+// 25.07 -> 23.31-23.51 ms with 32 to 48 lines paced (1 per softmax vector and 1-2 per weights
+// vector), 24.4-26.4 with 2 per softmax vector or 3 and more per weights vector (bursts
+// again); two threads 12.90 -> 12.07 ms. The fp32 path's softmax is a smaller share of its
+// tile: one line per vector there measured within the noise (bf16 44.7 -> 43.8 ms). P·V asks
+// for the lines from pair first_pair() on.
+class EarlyValueRequests {
+ public:
+  EarlyValueRequests() = default;  // none: P·V asks for every line
+  // `lines` of the tile at `v_tile` (pairs of pair_bytes), cut down to whole pairs.
+  EarlyValueRequests(const std::int8_t* v_tile, simd::Prefetch far, size_t pair_bytes, size_t pairs,
+                     size_t lines)
+      : first_pair_(std::min(pairs, lines * 64 / pair_bytes)),
+        next_(v_tile),
+        end_(v_tile + first_pair_ * pair_bytes),
+        far_(far) {}
+
+  // Asks for up to n more lines.
+  HWY_INLINE void Take(size_t n) {
+    for (; n > 0 && next_ < end_; --n, next_ += 64) far_.Line(next_);
+  }
+  size_t first_pair() const { return first_pair_; }
+
+ private:
+  size_t first_pair_ = 0;
+  const std::int8_t* next_ = nullptr;
+  const std::int8_t* end_ = nullptr;
+  simd::Prefetch far_;
+};
+
 template <class Ops, class Elem>
 class CacheWorker {
  public:
@@ -254,7 +289,8 @@ class CacheWorker {
     const std::int64_t next_block = ahead ? kv.block(b_, hk_, next) : block;
     // The near requests (the table's near_rows rows on) in elements of each block's rows: a
     // key row (d) or quad row of 64 keys, a value row (token) or pair.
-    const auto [level, near_rows] = p_.prefetch;
+    const simd::CacheLevel level = p_.prefetch.level;
+    const std::int64_t near_rows = p_.prefetch.near_rows;
     const std::int64_t key_row = kKvBlock * (kQuantized ? kKeyQuad : 1);
     const std::int64_t value_row = kv.dv_pad * (kQuantized ? 2 : 1);
     prefetch_k_ = {kv.template key_block_at<Elem>(next_block) - k_block, level,
@@ -319,11 +355,14 @@ class CacheWorker {
       for (size_t r = 0; r < kR; ++r)
         mask_row(row0 + static_cast<std::int64_t>(r), j0, s + r * kWidth);
     }
-    const bool rescale =
-        SoftmaxStep<Ops, kR, kKeyVecs>(s, m() + row0, sum_lanes() + row0 * kLanes, alpha());
     if constexpr (kQuantized) {
-      Int8Values<kR>(row0, v_tile, rescale);
+      EarlyValueRequests early = early_value_requests<kR>(v_tile);
+      const bool rescale = SoftmaxStep<Ops, kR, kKeyVecs>(
+          s, m() + row0, sum_lanes() + row0 * kLanes, alpha(), [&] { early.Take(1); });
+      Int8Values<kR>(row0, v_tile, rescale, early);
     } else {
+      const bool rescale =
+          SoftmaxStep<Ops, kR, kKeyVecs>(s, m() + row0, sum_lanes() + row0 * kLanes, alpha());
       float* acc = o() + row0 * p_.kv.dv_pad;
       if (rescale) {
         MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kScaleRowsThenAccumulate, true, Elem>(
@@ -333,6 +372,19 @@ class CacheWorker {
             s, kWidth, v_tile, dv_pad, kWidth, acc, dv_pad, nullptr, prefetch_v_);
       }
     }
+  }
+
+  // The paced requests of a kR-row micro-tile (DecodePrefetch::paced): one line per softmax
+  // vector and two per weights vector; none when the far requests are off.
+  template <size_t kR>
+  EarlyValueRequests early_value_requests(const Elem* v_tile) const {
+    if constexpr (kQuantized) {
+      if (p_.prefetch.paced && prefetch_v_) {
+        const auto pair_bytes = static_cast<size_t>(2 * p_.kv.dv_pad);
+        return {v_tile, prefetch_v_, pair_bytes, kWidth / 2, 3 * kR * kKeyVecs};
+      }
+    }
+    return {};
   }
 
   // The int8 scores of rows [row0, row0 + kR): exact integer dot products, then
@@ -365,24 +417,24 @@ class CacheWorker {
   // int32 sums; then o = o·alpha + float(sum)·w scale (o + … without a rescale), the same
   // order on every target.
   template <size_t kR>
-  void Int8Values(std::int64_t row0, const Elem* v_tile, bool rescale) {
+  void Int8Values(std::int64_t row0, const Elem* v_tile, bool rescale, EarlyValueRequests& early) {
     float* s = scores();
     const auto dv_pad = static_cast<size_t>(p_.kv.dv_pad);
     std::array<float, kR> w_scale, unit;
     for (size_t r = 0; r < kR; ++r)
-      w_scale[r] = Int8Weights(s + r * kWidth, w16_.data() + r * kWidth, unit[r]);
+      w_scale[r] = Int8Weights(s + r * kWidth, w16_.data() + r * kWidth, unit[r], early);
     constexpr size_t kPair = 2;  // keys per 16-bit lane of a value block
     float* acc = o() + static_cast<size_t>(row0) * dv_pad;
     if (vnni_) {  // adds to O itself, by the same rule
       const PairDotUpdate update{acc, dv_pad, w_scale.data(), unit.data(),
                                  rescale ? alpha() : nullptr};
       PairDotAvx512Vnni(w16_.data(), kWidth, v_tile, kPair * dv_pad, kWidth / kPair, kR, dv_pad,
-                        update, prefetch_v_);
+                        update, prefetch_v_, early.first_pair());
       return;
     }
     float* pv = scratch_ + layout_.pv;
     PairDotTile<POps, kR>(w16_.data(), kWidth, v_tile, kPair * dv_pad, kWidth / kPair, dv_pad, pv,
-                          dv_pad, prefetch_v_);
+                          dv_pad, prefetch_v_, early.first_pair());
     for (size_t r = 0; r < kR; ++r) {
       const auto scale = Ops::Set(w_scale[r]), a = Ops::Set(alpha()[r]), u = Ops::Set(unit[r]);
       for (size_t c = 0; c < dv_pad; c += kLanes) {
@@ -393,14 +445,16 @@ class CacheWorker {
     }
   }
 
-  // One row of a tile's probabilities times the values' scales, quantised to int16 in w16;
-  // returns the weights' scale (max / 32767; 0 for a row of zeros; NaN if one is NaN, so the
-  // output is NaN as over a float cache, the int16 weights then being meaningless). A row
-  // whose largest weight is below 2^-60 is first multiplied by 2^64 (exact), so 32767 / max
-  // stays finite and the scale stays normal; `unit` (2^-64, else 1) undoes it after the sums.
-  float Int8Weights(float* row, std::int16_t* w16, float& unit) const {
+  // One row of a tile's probabilities times the values' scales, quantised to int16 in w16
+  // (asking for two of `early`'s lines per vector); returns the weights' scale (max / 32767; 0 for
+  // a row of zeros; NaN if one is NaN, so the output is NaN as over a float cache, the int16
+  // weights then being meaningless). A row whose largest weight is below 2^-60 is first multiplied
+  // by 2^64 (exact), so 32767 / max stays finite and the scale stays normal; `unit` (2^-64, else 1)
+  // undoes it after the sums.
+  float Int8Weights(float* row, std::int16_t* w16, float& unit, EarlyValueRequests& early) const {
     auto top = Ops::Zero(), total = Ops::Zero();  // the sum carries a NaN, which Max may drop
     for (size_t v = 0; v < kKeyVecs; ++v) {
+      early.Take(2);
       const auto w = Ops::Mul(Ops::Load(row + v * kLanes), Ops::Load(v_scales_ + v * kLanes));
       Ops::Store(w, row + v * kLanes);
       top = Ops::Max(top, w);

@@ -112,16 +112,18 @@ HWY_INLINE void QuadDotTile(const std::int32_t* HWY_RESTRICT q, size_t q_stride,
 template <class POps, size_t kRows, size_t kVecs>
 HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stride,
                                const std::int8_t* HWY_RESTRICT v, size_t pair_stride, size_t pairs,
-                               float* HWY_RESTRICT out, size_t out_stride,
-                               simd::Prefetch prefetch) {
+                               float* HWY_RESTRICT out, size_t out_stride, simd::Prefetch prefetch,
+                               size_t far_from) {
   using V = typename POps::V;
   constexpr size_t kLanes = POps::kLanes;
   constexpr size_t kChunkBytes = kVecs * kLanes * 2;
+  simd::Prefetch near_only = prefetch;  // the pairs before far_from
+  near_only.offset = 0;
   V acc[kRows][kVecs];
   ZeroSums<POps>(acc);
   for (size_t p = 0; p < pairs; ++p) {
     const std::int8_t* HWY_RESTRICT pair = v + p * pair_stride;
-    PrefetchLinesStartingIn(pair, kChunkBytes, prefetch);
+    PrefetchLinesStartingIn(pair, kChunkBytes, p < far_from ? near_only : prefetch);
     for (size_t c = 0; c < kVecs; ++c) {
       V part[POps::kParts];
       POps::Split(POps::Load(pair + 2 * c * kLanes), part);
@@ -134,22 +136,23 @@ HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stri
 
 // out[r][0, cols) = Σ_t w[r][t] · v[t][0, cols) for kRows rows of int16 weights (w_stride
 // apart) over `pairs` pairs of keys (pair p at v + p·pair_stride bytes, column c's two bytes at
-// 2c), as floats; cols a whole number of vectors. prefetch as QuadDotColumns'. Knows nothing
-// of heads, blocks or scales.
+// 2c), as floats; cols a whole number of vectors. prefetch as QuadDotColumns', its far requests
+// from pair far_from on (the caller asked for the earlier ones). Knows nothing of heads, blocks
+// or scales.
 template <class POps, size_t kRows>
 HWY_INLINE void PairDotTile(const std::int16_t* HWY_RESTRICT w, size_t w_stride,
                             const std::int8_t* HWY_RESTRICT v, size_t pair_stride, size_t pairs,
                             size_t cols, float* HWY_RESTRICT out, size_t out_stride,
-                            simd::Prefetch prefetch) {
+                            simd::Prefetch prefetch, size_t far_from) {
   constexpr size_t kLanes = POps::kLanes;
   constexpr size_t kVecs = kLanes >= 16 ? 4 : 2;  // columns per pass: rows × kVecs accumulators
   size_t col = 0;
   for (; col + kVecs * kLanes <= cols; col += kVecs * kLanes) {
     PairDotColumns<POps, kRows, kVecs>(w, w_stride, v + 2 * col, pair_stride, pairs, out + col,
-                                       out_stride, prefetch);
+                                       out_stride, prefetch, far_from);
   }
   for (; col < cols; col += kLanes) {  // an edge: D_v not a multiple of the pass
     PairDotColumns<POps, kRows, 1>(w, w_stride, v + 2 * col, pair_stride, pairs, out + col,
-                                   out_stride, prefetch);
+                                   out_stride, prefetch, far_from);
   }
 }

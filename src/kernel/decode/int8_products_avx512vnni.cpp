@@ -88,14 +88,14 @@ void QuadDot64(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q
 template <std::size_t kRows, std::size_t kVecs>
 void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
                     std::size_t pair_stride, std::size_t pairs, const PairDotUpdate& update,
-                    std::size_t col, simd::Prefetch prefetch) {
+                    std::size_t col, simd::Prefetch prefetch, std::size_t far_from) {
   __m512i acc[kRows][kVecs];
   for (std::size_t r = 0; r < kRows; ++r) {
     for (std::size_t c = 0; c < kVecs; ++c) acc[r][c] = _mm512_setzero_si512();
   }
   for (std::size_t p = 0; p < pairs; ++p) {
     const std::int8_t* pair = v + p * pair_stride;
-    if (prefetch) {  // one request per 64-byte line: 32 columns of pairs
+    if (prefetch && p >= far_from) {  // one request per 64-byte line: 32 columns of pairs
       for (std::size_t c = 0; c < kVecs; c += 2) prefetch.Line(pair + 32 * c);
     }
     if (prefetch.Near()) {
@@ -143,18 +143,21 @@ void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8
 template <std::size_t kRows>
 void PairDot(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
              std::size_t pair_stride, std::size_t pairs, std::size_t cols,
-             const PairDotUpdate& update, simd::Prefetch prefetch) {
+             const PairDotUpdate& update, simd::Prefetch prefetch, std::size_t far_from) {
   std::size_t col = 0;
   for (; col + 64 <= cols; col += 64) {
-    PairDotColumns<kRows, 4>(w, w_stride, v + 2 * col, pair_stride, pairs, update, col, prefetch);
+    PairDotColumns<kRows, 4>(w, w_stride, v + 2 * col, pair_stride, pairs, update, col, prefetch,
+                             far_from);
   }
   for (; col < cols; col += 16) {  // an edge: D_v not a multiple of 64
-    PairDotColumns<kRows, 1>(w, w_stride, v + 2 * col, pair_stride, pairs, update, col, prefetch);
+    PairDotColumns<kRows, 1>(w, w_stride, v + 2 * col, pair_stride, pairs, update, col, prefetch,
+                             far_from);
   }
 }
 
 using PairKernel = void (*)(const std::int16_t*, std::size_t, const std::int8_t*, std::size_t,
-                            std::size_t, std::size_t, const PairDotUpdate&, simd::Prefetch);
+                            std::size_t, std::size_t, const PairDotUpdate&, simd::Prefetch,
+                            std::size_t);
 constexpr PairKernel kPairKernels[] = {nullptr,    PairDot<1>, PairDot<2>, PairDot<3>,
                                        PairDot<4>, PairDot<5>, PairDot<6>};
 
@@ -173,8 +176,9 @@ void QuadDot64Avx512Vnni(const std::int8_t* q, std::size_t q_stride, const std::
 
 void PairDotAvx512Vnni(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
                        std::size_t pair_stride, std::size_t pairs, std::size_t rows,
-                       std::size_t cols, const PairDotUpdate& update, simd::Prefetch prefetch) {
-  kPairKernels[rows](w, w_stride, v, pair_stride, pairs, cols, update, prefetch);
+                       std::size_t cols, const PairDotUpdate& update, simd::Prefetch prefetch,
+                       std::size_t far_from) {
+  kPairKernels[rows](w, w_stride, v, pair_stride, pairs, cols, update, prefetch, far_from);
 }
 
 }  // namespace seqattn::detail

@@ -44,9 +44,11 @@ void QuadDot64Avx512Vnni(const std::int8_t* q, std::size_t q_stride, const std::
 // `pairs` pairs of keys, the sums exactly as PairDotTile (int8_products-inl.h) computes them,
 // added to the output rows as `update` says: pair p at v + p·pair_stride bytes, column c's two
 // int8 at 2c; cols a multiple of 16. `prefetch` (offsets in bytes) asks for each pair's columns
-// that far ahead.
+// that far ahead from pair `far_from` on (the caller asked for the earlier ones), and for every
+// pair's near lines.
 void PairDotAvx512Vnni(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
                        std::size_t pair_stride, std::size_t pairs, std::size_t rows,
-                       std::size_t cols, const PairDotUpdate& update, simd::Prefetch prefetch);
+                       std::size_t cols, const PairDotUpdate& update, simd::Prefetch prefetch,
+                       std::size_t far_from);
 
 }  // namespace seqattn::detail

@@ -1,5 +1,6 @@
 #include "src/kernel/decode/prefetch_level.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -39,24 +40,34 @@ namespace seqattn::detail {
 // bf16 76% → 81-82% of its read probe, int8 72-74% → 77-80%. 8 to 32 rows measured alike.
 // Not measured on other Intel cores (AVX2 clients keep l2) nor on AMD: Zen 5's far requests
 // already fill L1, Zen 3/4 keep the table's L2 alone.
+//
+// The paced requests (Intel with AVX-512, int8 caches): the same Xeon, the table's choice against
+// SEQATTN_DECODE_PREFETCH=l2+near16 (one binary, alternating run by run; S_k 131072, one thread,
+// medians of 6): 26.08 → 24.04 ms (cache_worker-inl.h, EarlyValueRequests, has the rest). Not
+// measured elsewhere, so every other row leaves them off.
 namespace {
 
 // The grammar of kDecodePrefetchEnv; nullopt for anything else.
 std::optional<DecodePrefetch> parse_decode_prefetch(std::string_view value) {
   const std::string_view level = value.substr(0, 2);
   if (level != "l1" && level != "l2") return std::nullopt;
-  DecodePrefetch p{level == "l1" ? simd::CacheLevel::kL1 : simd::CacheLevel::kL2, 0};
-  std::string_view rows = value.substr(2);
-  if (rows.empty()) return p;
-  constexpr std::string_view kNear = "+near";
-  if (rows.substr(0, kNear.size()) != kNear) return std::nullopt;
-  rows.remove_prefix(kNear.size());
-  if (rows.empty() || rows.size() > 2 || rows.front() == '0') return std::nullopt;
-  for (const char c : rows) {
-    if (c < '0' || c > '9') return std::nullopt;
-    p.near_rows = static_cast<std::uint8_t>(p.near_rows * 10 + (c - '0'));  // two digits
+  DecodePrefetch p{level == "l1" ? simd::CacheLevel::kL1 : simd::CacheLevel::kL2, 0, false};
+  std::string_view rest = value.substr(2);
+  constexpr std::string_view kNear = "+near", kPaced = "+paced";
+  if (rest.starts_with(kNear)) {
+    rest.remove_prefix(kNear.size());
+    const std::size_t digits = std::min(rest.find_first_not_of("0123456789"), rest.size());
+    if (digits == 0 || digits > 2 || rest.front() == '0') return std::nullopt;
+    for (const char c : rest.substr(0, digits))
+      p.near_rows = static_cast<std::uint8_t>(p.near_rows * 10 + (c - '0'));  // two digits
+    if (p.near_rows > 64) return std::nullopt;
+    rest.remove_prefix(digits);
   }
-  if (p.near_rows > 64) return std::nullopt;
+  if (rest == kPaced) {
+    p.paced = true;
+    rest = {};
+  }
+  if (!rest.empty()) return std::nullopt;
   return p;
 }
 
@@ -67,18 +78,20 @@ DecodePrefetch choose_decode_prefetch(const char* setting, const CpuFeatures& cp
   if (!value.empty() && value != "auto") {
     if (const std::optional<DecodePrefetch> set = parse_decode_prefetch(value)) return *set;
     throw Error(ErrorKind::kInvalidArgument, kDecodePrefetchEnv,
-                "l1 or l2, optionally +near<N> with N in 1..64 (l2+near16), auto or unset",
+                "l1 or l2, optionally +near<N> with N in 1..64, then optionally +paced "
+                "(l2+near16+paced), auto or unset",
                 "'" + std::string(value) + "'",
                 "unset it (or auto) to take this CPU's measured choice, or set one of those");
   }
-  if (cpu.vendor == CpuVendor::kAmd && cpu.family == 26) return {simd::CacheLevel::kL1, 0};
-  if (cpu.vendor == CpuVendor::kIntel && cpu.avx512f) return {simd::CacheLevel::kL2, 16};
-  return {simd::CacheLevel::kL2, 0};
+  if (cpu.vendor == CpuVendor::kAmd && cpu.family == 26) return {simd::CacheLevel::kL1, 0, false};
+  if (cpu.vendor == CpuVendor::kIntel && cpu.avx512f) return {simd::CacheLevel::kL2, 16, true};
+  return {simd::CacheLevel::kL2, 0, false};
 }
 
 std::string to_string(const DecodePrefetch& prefetch) {
   std::string name = prefetch.level == simd::CacheLevel::kL1 ? "l1" : "l2";
   if (prefetch.near_rows != 0) name += "+near" + std::to_string(prefetch.near_rows);
+  if (prefetch.paced) name += "+paced";
   return name;
 }
 

@@ -15,24 +15,29 @@
 namespace seqattn::detail {
 
 // The environment variable that overrides the table: "l1" or "l2", optionally followed by
-// "+near<N>" (N in 1..64: the near requests of simd::Prefetch, N rows on); "auto" or empty is
-// unset. Read at the first decode run and kept for the process (a later setenv changes nothing).
+// "+near<N>" (N in 1..64: the near requests of simd::Prefetch, N rows on), then optionally by
+// "+paced" (DecodePrefetch::paced); "auto" or empty is unset. Read at the first decode run and kept
+// for the process (a later setenv changes nothing).
 inline constexpr const char* kDecodePrefetchEnv = "SEQATTN_DECODE_PREFETCH";
 
-// What a decode run asks for ahead: the far requests' cache (the next blocks) and how many rows
-// on its passes ask for into L1 (0: none).
+// What a decode run asks for ahead: the far requests' cache (the next blocks), how many rows
+// on its passes ask for into L1 (0: none), and whether an int8 tile's far requests for its
+// first value lines are paced over the softmax and weights passes (cache_worker-inl.h,
+// EarlyValueRequests) instead of all riding on P·V.
 struct DecodePrefetch {
   simd::CacheLevel level = simd::CacheLevel::kL2;
   std::uint8_t near_rows = 0;  // 0..64
+  bool paced = false;
   bool operator==(const DecodePrefetch&) const = default;
 };
 
 // The rule: `setting` is the variable's value (null when unset); anything but the grammar above
 // is an Error naming the variable. Unset: AMD family 26 (Zen 5) takes l1; Intel with AVX-512
-// (the measured class: one Xeon) l2+near16; every other CPU l2.
+// (the measured class: one Xeon) l2+near16+paced; every other CPU l2.
 DecodePrefetch choose_decode_prefetch(const char* setting, const CpuFeatures& cpu);
 
-// "l1", "l2", "l2+near16", …: RunRecord::decode_prefetch, and what SEQATTN_DECODE_PREFETCH takes.
+// "l1", "l2", "l2+near16+paced", …: RunRecord::decode_prefetch, and what SEQATTN_DECODE_PREFETCH
+// takes.
 std::string to_string(const DecodePrefetch& prefetch);
 
 // This process's choice (the rule over this CPU and the environment, decided at first use; a bad
