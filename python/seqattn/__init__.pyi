@@ -36,7 +36,7 @@ class RunRecord:
     threads: int
     simd_target: str
     compute_path: str
-    decode_prefetch: Optional[str]  # "l1", "l2", "l2+near16"… over a KV cache, None over q, k, v
+    decode_prefetch: Optional[str]  # "l1", "l2", "l2+near16+paced"… over a KV cache, None over q, k, v
 
 def simd_target() -> str: ...
 def bf16_compute_path() -> Tuple[str, str]: ...

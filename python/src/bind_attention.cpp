@@ -270,7 +270,7 @@ void register_record(py::module_& m) {
       .def_readonly("threads", &RunRecord::threads)
       .def_readonly("simd_target", &RunRecord::simd_target)
       .def_readonly("compute_path", &RunRecord::compute_path)
-      // "l1", "l2" or e.g. "l2+near16" over a KV cache, None for a run over q, k, v.
+      // "l1", "l2" or e.g. "l2+near16+paced" over a KV cache, None for a run over q, k, v.
       .def_property_readonly("decode_prefetch",
                              [](const RunRecord& r) -> py::object {
                                if (r.decode_prefetch.empty()) return py::none();

@@ -66,7 +66,7 @@ struct DecodePoint {
   int runs = 0;
   double kv_bytes = 0;  // bytes(dtype)·B·H_kv·S_k·(D + D_v): K and V read once per step
   std::string simd_target;
-  std::string prefetch;  // RunRecord::decode_prefetch: "l1", "l2", "l2+near16", …
+  std::string prefetch;  // RunRecord::decode_prefetch: "l1", "l2", "l2+near16+paced", …
 
   double kv_gbps() const { return median_seconds > 0 ? kv_bytes / median_seconds * 1e-9 : 0; }
 };

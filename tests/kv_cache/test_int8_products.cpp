@@ -18,6 +18,7 @@
 
 #include <hwy/aligned_allocator.h>
 
+#include "src/kernel/decode/early_value_requests.hpp"
 #include "src/kernel/decode/int8_products_avx512vnni.hpp"
 #include "src/runtime/cpu_features.hpp"
 #include "tests/kv_cache/kv_cache_support.hpp"
@@ -35,6 +36,27 @@ bool cpu_has_vnni() {
 }
 constexpr const char* kNoVnni =
     "skipped: no AVX512-VNNI (the portable micro-kernels are tested on every target) on ";
+
+// The paced requests' bookkeeping (the requests themselves change no result, and the decode
+// checks on every target run them under SEQATTN_DECODE_PREFETCH=l2+near16+paced): P·V's first
+// pair is the one holding the first byte not yet asked for, whatever number of lines were
+// taken, and the early lines stop at rows · 12 lines or the tile's end.
+TEST(EarlyValueRequests, PvStartsAtThePairHoldingTheFirstLineNotAskedFor) {
+  alignas(64) static std::int8_t tile[64 * 144];  // 64 keys, dv_pad 144: pairs of 288 bytes
+  const simd::Prefetch far{static_cast<std::ptrdiff_t>(sizeof tile), simd::CacheLevel::kL2};
+  detail::EarlyValueRequests early(tile, sizeof tile, far, 288, 4);  // up to 48 lines
+  EXPECT_EQ(early.far_from(), 0u);
+  early.Take(4);  // bytes [0, 256): pair 0 not finished
+  EXPECT_EQ(early.far_from(), 0u);
+  early.Take(1);  // [0, 320): pair 1 holds byte 320
+  EXPECT_EQ(early.far_from(), 1u);
+  early.Take(1000);  // stops at 48 lines, 3072 bytes: pair 10 (2880..3167) holds byte 3072
+  EXPECT_EQ(early.far_from(), 10u);
+  detail::EarlyValueRequests whole(tile, 10 * 288, far, 288, 6);  // 72 lines > 10 pairs' 45
+  whole.Take(1000);
+  EXPECT_EQ(whole.far_from(), 10u);  // every pair asked for: P·V asks for none
+  EXPECT_EQ(detail::EarlyValueRequests().far_from(), 0u);  // none: P·V asks for every pair
+}
 
 // No prefetch, `offset` bytes ahead into each cache level, and near requests 1 and 16 rows
 // (row_stride bytes each) on (with and without the far ones): a request never changes a result.

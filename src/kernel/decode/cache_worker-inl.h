@@ -23,41 +23,6 @@
 // namespace, after flash_tiles_body.inc and int8_products-inl.h (and src/simd/int8_ops-inl.h,
 // whose Int8QuadOps / Int8PairOps it names, before the namespace).
 
-// The far requests for the first lines of an int8 value tile, taken a few at a time by the two
-// passes between Q·Kᵀ and P·V (the softmax: one per vector of probabilities; the weights: two),
-// which read no cache memory. Left to the products, a tile's requests came in two bursts with
-// a gap between them in which the lines in flight drained: from DRAM the int8 step ran at
-// 65-70% of the read probe where its arithmetic alone (the cache in L2/L3) would allow more.
-// One Xeon thread (S_k 131072, H 32, H_kv 8, D 128, builds alternating run by run, medians of 7):
-// 25.07 -> 23.31-23.51 ms with 32 to 48 lines paced (1 per softmax vector and 1-2 per weights
-// vector), 24.4-26.4 with 2 per softmax vector or 3 and more per weights vector (bursts
-// again); two threads 12.90 -> 12.07 ms. The fp32 path's softmax is a smaller share of its
-// tile: one line per vector there measured within the noise (bf16 44.7 -> 43.8 ms). P·V asks
-// for the lines from pair first_pair() on.
-class EarlyValueRequests {
- public:
-  EarlyValueRequests() = default;  // none: P·V asks for every line
-  // `lines` of the tile at `v_tile` (pairs of pair_bytes), cut down to whole pairs.
-  EarlyValueRequests(const std::int8_t* v_tile, simd::Prefetch far, size_t pair_bytes, size_t pairs,
-                     size_t lines)
-      : first_pair_(std::min(pairs, lines * 64 / pair_bytes)),
-        next_(v_tile),
-        end_(v_tile + first_pair_ * pair_bytes),
-        far_(far) {}
-
-  // Asks for up to n more lines.
-  HWY_INLINE void Take(size_t n) {
-    for (; n > 0 && next_ < end_; --n, next_ += 64) far_.Line(next_);
-  }
-  size_t first_pair() const { return first_pair_; }
-
- private:
-  size_t first_pair_ = 0;
-  const std::int8_t* next_ = nullptr;
-  const std::int8_t* end_ = nullptr;
-  simd::Prefetch far_;
-};
-
 template <class Ops, class Elem>
 class CacheWorker {
  public:
@@ -357,8 +322,9 @@ class CacheWorker {
     }
     if constexpr (kQuantized) {
       EarlyValueRequests early = early_value_requests<kR>(v_tile);
-      const bool rescale = SoftmaxStep<Ops, kR, kKeyVecs>(
-          s, m() + row0, sum_lanes() + row0 * kLanes, alpha(), [&] { early.Take(1); });
+      const bool rescale =
+          SoftmaxStep<Ops, kR, kKeyVecs>(s, m() + row0, sum_lanes() + row0 * kLanes, alpha(),
+                                         [&] { early.Take(EarlyValueRequests::kSoftmaxLines); });
       Int8Values<kR>(row0, v_tile, rescale, early);
     } else {
       const bool rescale =
@@ -374,14 +340,14 @@ class CacheWorker {
     }
   }
 
-  // The paced requests of a kR-row micro-tile (DecodePrefetch::paced): one line per softmax
-  // vector and two per weights vector; none when the far requests are off.
+  // The paced requests of a kR-row micro-tile (DecodePrefetch::paced, early_value_requests.hpp);
+  // none when the far requests are off.
   template <size_t kR>
   EarlyValueRequests early_value_requests(const Elem* v_tile) const {
     if constexpr (kQuantized) {
       if (p_.prefetch.paced && prefetch_v_) {
         const auto pair_bytes = static_cast<size_t>(2 * p_.kv.dv_pad);
-        return {v_tile, prefetch_v_, pair_bytes, kWidth / 2, 3 * kR * kKeyVecs};
+        return {v_tile, pair_bytes * (kWidth / 2), prefetch_v_, pair_bytes, kR};
       }
     }
     return {};
@@ -429,12 +395,12 @@ class CacheWorker {
       const PairDotUpdate update{acc, dv_pad, w_scale.data(), unit.data(),
                                  rescale ? alpha() : nullptr};
       PairDotAvx512Vnni(w16_.data(), kWidth, v_tile, kPair * dv_pad, kWidth / kPair, kR, dv_pad,
-                        update, prefetch_v_, early.first_pair());
+                        update, prefetch_v_, early.far_from());
       return;
     }
     float* pv = scratch_ + layout_.pv;
     PairDotTile<POps, kR>(w16_.data(), kWidth, v_tile, kPair * dv_pad, kWidth / kPair, dv_pad, pv,
-                          dv_pad, prefetch_v_, early.first_pair());
+                          dv_pad, prefetch_v_, early.far_from());
     for (size_t r = 0; r < kR; ++r) {
       const auto scale = Ops::Set(w_scale[r]), a = Ops::Set(alpha()[r]), u = Ops::Set(unit[r]);
       for (size_t c = 0; c < dv_pad; c += kLanes) {
@@ -446,7 +412,7 @@ class CacheWorker {
   }
 
   // One row of a tile's probabilities times the values' scales, quantised to int16 in w16
-  // (asking for two of `early`'s lines per vector); returns the weights' scale (max / 32767; 0 for
+  // (asking for `early`'s lines as it goes); returns the weights' scale (max / 32767; 0 for
   // a row of zeros; NaN if one is NaN, so the output is NaN as over a float cache, the int16
   // weights then being meaningless). A row whose largest weight is below 2^-60 is first multiplied
   // by 2^64 (exact), so 32767 / max stays finite and the scale stays normal; `unit` (2^-64, else 1)
@@ -454,7 +420,7 @@ class CacheWorker {
   float Int8Weights(float* row, std::int16_t* w16, float& unit, EarlyValueRequests& early) const {
     auto top = Ops::Zero(), total = Ops::Zero();  // the sum carries a NaN, which Max may drop
     for (size_t v = 0; v < kKeyVecs; ++v) {
-      early.Take(2);
+      early.Take(EarlyValueRequests::kWeightLines);
       const auto w = Ops::Mul(Ops::Load(row + v * kLanes), Ops::Load(v_scales_ + v * kLanes));
       Ops::Store(w, row + v * kLanes);
       top = Ops::Max(top, w);
