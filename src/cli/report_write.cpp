@@ -251,7 +251,7 @@ std::string prefetch_sentence(const DecodeReport& d) {
     parts.push_back("rows " + choice.substr(digits, count) + " on into L1");
   }
   if (choice.ends_with("+paced"))
-    parts.push_back("an int8 tile's first value lines during its softmax and weights passes");
+    parts.push_back("an int8 tile's requests paced over its four passes");
   std::string sentence = "The kernel prefetched " + parts.front();
   for (std::size_t i = 1; i < parts.size(); ++i)
     sentence += (i + 1 < parts.size() ? ", " : " and ") + parts[i];

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "src/kernel/decode/paced_requests.hpp"
 #include "src/simd/int8_ops-inl.h"
 #include "src/simd/prefetch.hpp"
 
@@ -54,8 +55,11 @@ void CheckQuadTile(std::mt19937& gen, size_t quads) {
       QOps::QueryFactors(&q[r * q_stride + 4 * c], &factors[r * f_stride + c * QOps::kParts]);
   }
   auto out = hwy::AllocateAligned<float>(kRows * kKeys);
+  // Far requests for the first half of the quad rows (never faulting) and near ones for all.
+  const simd::Prefetch ahead{static_cast<std::ptrdiff_t>(k.size()), simd::CacheLevel::kL2,
+                             static_cast<std::int32_t>(kQuadRow)};
   QuadDotTile<QOps, kRows, kVecs>(factors.data(), f_stride, k.data(), kQuadRow, quads, out.get(),
-                                  kKeys, simd::Prefetch{});
+                                  kKeys, ahead, quads / 2);
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t t = 0; t < kKeys; ++t) {
       std::int64_t sum = 0;
@@ -82,11 +86,13 @@ void CheckPairTile(std::mt19937& gen, size_t pairs, size_t cols) {
     w[t] = 32767;
   }
   auto out = hwy::AllocateAligned<float>(kRows * cols);
-  // Far requests (from pair pairs / 2 on; requests never fault) and near ones: no result changes.
+  // Far requests (from pair pairs / 2 on; requests never fault), near ones and paced lines of
+  // another run: no result changes.
   const simd::Prefetch far{static_cast<std::ptrdiff_t>(v.size()), simd::CacheLevel::kL2,
                            static_cast<std::int32_t>(pair_stride)};
+  detail::PacedLines keys(v.data(), v.size(), far);
   PairDotTile<POps, kRows>(w.data(), w_stride, v.data(), pair_stride, pairs, cols, out.get(), cols,
-                           far, pairs / 2);
+                           detail::PairRequests{far, pairs / 2, &keys});
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t c = 0; c < cols; ++c) {
       std::int64_t sum = 0;

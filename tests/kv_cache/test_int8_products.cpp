@@ -18,8 +18,8 @@
 
 #include <hwy/aligned_allocator.h>
 
-#include "src/kernel/decode/early_value_requests.hpp"
 #include "src/kernel/decode/int8_products_avx512vnni.hpp"
+#include "src/kernel/decode/paced_requests.hpp"
 #include "src/runtime/cpu_features.hpp"
 #include "tests/kv_cache/kv_cache_support.hpp"
 #include "tests/variants/target_loop.hpp"
@@ -38,24 +38,28 @@ constexpr const char* kNoVnni =
     "skipped: no AVX512-VNNI (the portable micro-kernels are tested on every target) on ";
 
 // The paced requests' bookkeeping (the requests themselves change no result, and the decode
-// checks on every target run them under SEQATTN_DECODE_PREFETCH=l2+near16+paced): P·V's first
-// pair is the one holding the first byte not yet asked for, whatever number of lines were
-// taken, and the early lines stop at rows · 12 lines or the tile's end.
-TEST(EarlyValueRequests, PvStartsAtThePairHoldingTheFirstLineNotAskedFor) {
-  alignas(64) static std::int8_t tile[64 * 144];  // 64 keys, dv_pad 144: pairs of 288 bytes
+// checks on every target run them under SEQATTN_DECODE_PREFETCH=l2+near16+paced): a run of
+// lines is taken whole lines at a time and never past its end, whatever is asked.
+TEST(PacedLines, TakesWholeLinesUpToItsEnd) {
+  alignas(64) static std::int8_t tile[64 * 144];
   const simd::Prefetch far{static_cast<std::ptrdiff_t>(sizeof tile), simd::CacheLevel::kL2};
-  detail::EarlyValueRequests early(tile, sizeof tile, far, 288, 4);  // up to 48 lines
-  EXPECT_EQ(early.far_from(), 0u);
-  early.Take(4);  // bytes [0, 256): pair 0 not finished
-  EXPECT_EQ(early.far_from(), 0u);
-  early.Take(1);  // [0, 320): pair 1 holds byte 320
-  EXPECT_EQ(early.far_from(), 1u);
-  early.Take(1000);  // stops at 48 lines, 3072 bytes: pair 10 (2880..3167) holds byte 3072
-  EXPECT_EQ(early.far_from(), 10u);
-  detail::EarlyValueRequests whole(tile, 10 * 288, far, 288, 6);  // 72 lines > 10 pairs' 45
-  whole.Take(1000);
-  EXPECT_EQ(whole.far_from(), 10u);  // every pair asked for: P·V asks for none
-  EXPECT_EQ(detail::EarlyValueRequests().far_from(), 0u);  // none: P·V asks for every pair
+  detail::PacedLines lines(tile, 3072, far);  // 48 lines
+  EXPECT_EQ(lines.taken_bytes(), 0u);
+  lines.Take(4);
+  EXPECT_EQ(lines.taken_bytes(), 256u);
+  lines.Take(1);
+  EXPECT_EQ(lines.taken_bytes(), 320u);
+  lines.Take(1000);
+  EXPECT_EQ(lines.taken_bytes(), 3072u);
+  lines.TakeAll();
+  EXPECT_EQ(lines.taken_bytes(), 3072u);
+  detail::PacedLines ragged(tile, 100, far);  // a partial last line is one more request
+  ragged.TakeAll();
+  EXPECT_EQ(ragged.taken_bytes(), 128u);
+  detail::PacedLines none;
+  none.TakeAll();
+  EXPECT_EQ(none.taken_bytes(), 0u);
+  EXPECT_EQ(detail::Pacing::KeyQuadsInScores(32), 16u);
 }
 
 // No prefetch, `offset` bytes ahead into each cache level, and near requests 1 and 16 rows
@@ -111,7 +115,7 @@ TEST(Int8Products, VnniMicroKernelIsExact) {
           std::memset(out, 0xff, sizeof out);
           const detail::QuadDotScores scores{&out[0][0], 64, key_scales, query_scales.data()};
           detail::QuadDot64Avx512Vnni(q.data(), q_stride, sums.data(), k.data(), kQuadRow, quads,
-                                      rows, scores, prefetch);
+                                      rows, scores, prefetch, quads / 2);
           for (std::size_t r = 0; r < rows; ++r) {
             for (std::size_t t = 0; t < 64; ++t) {
               const auto dot =
@@ -169,8 +173,10 @@ TEST(Int8Products, VnniPairKernelIsExact) {
               for (std::size_t i = 0; i < rows * cols; ++i) out.get()[i] = start(i / cols);
               const detail::PairDotUpdate update{out.get(), cols, scale.data(), unit.data(),
                                                  rescale ? alpha.data() : nullptr};
+              detail::PacedLines keys(v.data(), v.size(), prefetch);  // lines to take
+              const detail::PairRequests requests{prefetch, pairs / 2, &keys};
               detail::PairDotAvx512Vnni(w.data(), w_stride, v.data(), pair_stride, pairs, rows,
-                                        cols, update, prefetch, pairs / 2);
+                                        cols, update, requests);
               for (std::size_t r = 0; r < rows; ++r) {
                 for (std::size_t c = 0; c < cols; ++c) {
                   const auto sum = static_cast<float>(

@@ -13,8 +13,8 @@
 #include <utility>
 
 #include "src/kernel/decode/cache_attention.hpp"
-#include "src/kernel/decode/early_value_requests.hpp"
 #include "src/kernel/decode/int8_products_avx512vnni.hpp"
+#include "src/kernel/decode/paced_requests.hpp"
 #include "src/kernel/flash_kernel_deps.hpp"
 #include "src/runtime/cpu_features.hpp"
 #include "src/runtime/element_types.hpp"

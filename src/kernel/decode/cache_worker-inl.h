@@ -300,8 +300,9 @@ class CacheWorker {
     const std::int64_t dim = p_.kv.dim;
     const size_t dv_pad = static_cast<size_t>(p_.kv.dv_pad);
     float* s = scores();
+    [[maybe_unused]] TilePacing pacing = tile_pacing<kR>(k_tile, v_tile);
     if constexpr (kQuantized) {
-      Int8Scores<kR>(row0, k_tile, s);
+      Int8Scores<kR>(row0, k_tile, s, pacing.key_quads);
     } else {
       MultiplyTile<Ops, kR, kKeyVecs, TileUpdate::kOverwrite, true, Elem>(
           q() + row0 * dim, static_cast<size_t>(dim), k_tile, static_cast<size_t>(kKvBlock),
@@ -321,11 +322,11 @@ class CacheWorker {
         mask_row(row0 + static_cast<std::int64_t>(r), j0, s + r * kWidth);
     }
     if constexpr (kQuantized) {
-      EarlyValueRequests early = early_value_requests<kR>(v_tile);
       const bool rescale =
           SoftmaxStep<Ops, kR, kKeyVecs>(s, m() + row0, sum_lanes() + row0 * kLanes, alpha(),
-                                         [&] { early.Take(EarlyValueRequests::kSoftmaxLines); });
-      Int8Values<kR>(row0, v_tile, rescale, early);
+                                         [&] { pacing.values.Take(Pacing::kSoftmaxLines); });
+      Int8Values<kR>(row0, v_tile, rescale, pacing);
+      pacing.keys.TakeAll();  // none left where P·V's passes outnumber the paced key lines
     } else {
       const bool rescale =
           SoftmaxStep<Ops, kR, kKeyVecs>(s, m() + row0, sum_lanes() + row0 * kLanes, alpha());
@@ -340,23 +341,34 @@ class CacheWorker {
     }
   }
 
-  // The paced requests of a kR-row micro-tile (DecodePrefetch::paced, early_value_requests.hpp);
-  // none when the far requests are off.
+  // A micro-tile's paced requests (DecodePrefetch::paced, paced_requests.hpp): the quad rows
+  // whose far lines Q·Kᵀ asks for, the value lines the softmax and the weights pass take, the key
+  // lines P·V takes. Unpaced, or with the far requests off: the products ask for all their own.
+  struct TilePacing {
+    size_t key_quads;
+    PacedLines values, keys;
+  };
   template <size_t kR>
-  EarlyValueRequests early_value_requests(const Elem* v_tile) const {
+  TilePacing tile_pacing(const Elem* k_tile, const Elem* v_tile) const {
+    const auto quads = static_cast<size_t>(p_.kv.key_rows() / kKeyQuad);
     if constexpr (kQuantized) {
-      if (p_.prefetch.paced && prefetch_v_) {
-        const auto pair_bytes = static_cast<size_t>(2 * p_.kv.dv_pad);
-        return {v_tile, pair_bytes * (kWidth / 2), prefetch_v_, pair_bytes, kR};
+      if (p_.prefetch.paced && prefetch_k_ && prefetch_v_) {
+        constexpr size_t kQuadRow = kKeyQuad * kKvBlock;
+        const size_t key_quads = Pacing::KeyQuadsInScores(quads);
+        const size_t value_bytes = static_cast<size_t>(p_.kv.dv_pad) * kWidth;
+        const size_t early = std::min(kR * Pacing::kValueLinesPerRow * 64, value_bytes);
+        return {
+            key_quads, PacedLines(v_tile, early, prefetch_v_),
+            PacedLines(k_tile + key_quads * kQuadRow, (quads - key_quads) * kQuadRow, prefetch_k_)};
       }
     }
-    return {};
+    return {quads, {}, {}};
   }
 
   // The int8 scores of rows [row0, row0 + kR): exact integer dot products, then
   // float(dot) · key scale[t] · query scale[r], in that order on every target.
   template <size_t kR>
-  void Int8Scores(std::int64_t row0, const Elem* k_tile, float* s) const {
+  void Int8Scores(std::int64_t row0, const Elem* k_tile, float* s, size_t far_quads) const {
     const auto rows = static_cast<size_t>(p_.kv.key_rows());
     constexpr size_t kQuadRow = kKeyQuad * kKvBlock;  // bytes from one quad of keys to the next
     static_assert(kR <= 6 && QOps::kLanes == kLanes && kWidth == 64,
@@ -364,11 +376,12 @@ class CacheWorker {
     if (vnni_) {  // scales the scores itself, by the same rule
       const QuadDotScores out{s, kWidth, k_scales_, q_scale_.data() + row0};
       QuadDot64Avx512Vnni(q8() + static_cast<size_t>(row0) * rows, rows, q_sum_.data() + row0,
-                          k_tile, kQuadRow, rows / kKeyQuad, kR, out, prefetch_k_);
+                          k_tile, kQuadRow, rows / kKeyQuad, kR, out, prefetch_k_, far_quads);
       return;
     }
     QuadDotTile<QOps, kR, kKeyVecs>(qf() + static_cast<size_t>(row0) * qf_stride(), qf_stride(),
-                                    k_tile, kQuadRow, rows / kKeyQuad, s, kWidth, prefetch_k_);
+                                    k_tile, kQuadRow, rows / kKeyQuad, s, kWidth, prefetch_k_,
+                                    far_quads);
     for (size_t r = 0; r < kR; ++r) {
       const auto qs = Ops::Set(q_scale_[static_cast<size_t>(row0) + r]);
       for (size_t v = 0; v < kKeyVecs; ++v) {
@@ -383,24 +396,28 @@ class CacheWorker {
   // int32 sums; then o = o·alpha + float(sum)·w scale (o + … without a rescale), the same
   // order on every target.
   template <size_t kR>
-  void Int8Values(std::int64_t row0, const Elem* v_tile, bool rescale, EarlyValueRequests& early) {
+  void Int8Values(std::int64_t row0, const Elem* v_tile, bool rescale, TilePacing& pacing) {
     float* s = scores();
     const auto dv_pad = static_cast<size_t>(p_.kv.dv_pad);
     std::array<float, kR> w_scale, unit;
     for (size_t r = 0; r < kR; ++r)
-      w_scale[r] = Int8Weights(s + r * kWidth, w16_.data() + r * kWidth, unit[r], early);
+      w_scale[r] = Int8Weights(s + r * kWidth, w16_.data() + r * kWidth, unit[r], pacing.values);
     constexpr size_t kPair = 2;  // keys per 16-bit lane of a value block
+    // P·V asks for the value lines from the pair holding the first byte the passes before it did
+    // not ask for (its earlier lines, if any, they did), so every line is asked for once or twice.
+    const PairRequests requests{prefetch_v_, pacing.values.taken_bytes() / (kPair * dv_pad),
+                                &pacing.keys};
     float* acc = o() + static_cast<size_t>(row0) * dv_pad;
     if (vnni_) {  // adds to O itself, by the same rule
       const PairDotUpdate update{acc, dv_pad, w_scale.data(), unit.data(),
                                  rescale ? alpha() : nullptr};
       PairDotAvx512Vnni(w16_.data(), kWidth, v_tile, kPair * dv_pad, kWidth / kPair, kR, dv_pad,
-                        update, prefetch_v_, early.far_from());
+                        update, requests);
       return;
     }
     float* pv = scratch_ + layout_.pv;
     PairDotTile<POps, kR>(w16_.data(), kWidth, v_tile, kPair * dv_pad, kWidth / kPair, dv_pad, pv,
-                          dv_pad, prefetch_v_, early.far_from());
+                          dv_pad, requests);
     for (size_t r = 0; r < kR; ++r) {
       const auto scale = Ops::Set(w_scale[r]), a = Ops::Set(alpha()[r]), u = Ops::Set(unit[r]);
       for (size_t c = 0; c < dv_pad; c += kLanes) {
@@ -412,15 +429,15 @@ class CacheWorker {
   }
 
   // One row of a tile's probabilities times the values' scales, quantised to int16 in w16
-  // (asking for `early`'s lines as it goes); returns the weights' scale (max / 32767; 0 for
+  // (asking for `early`'s far lines as it goes); returns the weights' scale (max / 32767; 0 for
   // a row of zeros; NaN if one is NaN, so the output is NaN as over a float cache, the int16
   // weights then being meaningless). A row whose largest weight is below 2^-60 is first multiplied
   // by 2^64 (exact), so 32767 / max stays finite and the scale stays normal; `unit` (2^-64, else 1)
   // undoes it after the sums.
-  float Int8Weights(float* row, std::int16_t* w16, float& unit, EarlyValueRequests& early) const {
+  float Int8Weights(float* row, std::int16_t* w16, float& unit, PacedLines& early) const {
     auto top = Ops::Zero(), total = Ops::Zero();  // the sum carries a NaN, which Max may drop
     for (size_t v = 0; v < kKeyVecs; ++v) {
-      early.Take(EarlyValueRequests::kWeightLines);
+      early.Take(Pacing::kWeightLines);
       const auto w = Ops::Mul(Ops::Load(row + v * kLanes), Ops::Load(v_scales_ + v * kLanes));
       Ops::Store(w, row + v * kLanes);
       top = Ops::Max(top, w);

@@ -9,7 +9,14 @@
 // same on any path.
 //
 // No include guard and no namespace: cache_attention.cpp includes this inside its per-target
-// namespace (within seqattn), after src/simd/int8_ops-inl.h and src/simd/prefetch.hpp.
+// namespace (within seqattn), after src/simd/int8_ops-inl.h, src/simd/prefetch.hpp and
+// src/kernel/decode/paced_requests.hpp.
+
+// `ahead` without its far requests: its near ones only.
+HWY_INLINE simd::Prefetch NearOnly(simd::Prefetch ahead) {
+  ahead.offset = 0;
+  return ahead;
+}
 
 // Prefetches the lines that start inside [p, p + bytes), `ahead.offset` bytes further on (and
 // `ahead.near` on, into L1): a line shared by several narrow tiles or column passes is asked for
@@ -43,14 +50,15 @@ HWY_INLINE void StoreSums(const typename IOps::V (&acc)[kRows][kVecs], float* HW
 // out[r][0, kVecs·L) = Σ_d q[r][d] · k[d][0, kVecs·L) for kRows query rows and a tile of key
 // quads (quad c at k + c·quad_stride bytes, 4 bytes per key), as floats. The rows come as
 // QOps::QueryFactors of their quads (kParts int32 per quad, q_stride int32 apart). prefetch
-// (bytes): each quad row's tile that far ahead (and `near` on, into L1). Knows nothing of heads,
-// blocks or scales. A quad row's vectors are split once and used by every row; a row's factors are
-// broadcast once and used by every vector.
+// (bytes): the first far_quads quad rows' tiles that far ahead (the caller paces the rest) and
+// every row's `near` on, into L1. Knows nothing of heads, blocks or scales. A quad row's vectors
+// are split once and used by every row; a row's factors are broadcast once and used by every
+// vector.
 template <class QOps, size_t kRows, size_t kVecs>
 HWY_INLINE void QuadDotColumns(const std::int32_t* HWY_RESTRICT q, size_t q_stride,
                                const std::int8_t* HWY_RESTRICT k, size_t quad_stride, size_t quads,
-                               float* HWY_RESTRICT out, size_t out_stride,
-                               simd::Prefetch prefetch) {
+                               float* HWY_RESTRICT out, size_t out_stride, simd::Prefetch prefetch,
+                               size_t far_quads) {
   using V = typename QOps::V;
   constexpr size_t kLanes = QOps::kLanes, kParts = QOps::kParts;
   constexpr size_t kTileBytes = kVecs * kLanes * 4;
@@ -58,7 +66,7 @@ HWY_INLINE void QuadDotColumns(const std::int32_t* HWY_RESTRICT q, size_t q_stri
   ZeroSums<QOps>(acc);
   for (size_t c = 0; c < quads; ++c) {
     const std::int8_t* HWY_RESTRICT quad_row = k + c * quad_stride;
-    PrefetchLinesStartingIn(quad_row, kTileBytes, prefetch);
+    PrefetchLinesStartingIn(quad_row, kTileBytes, c < far_quads ? prefetch : NearOnly(prefetch));
     V part[kVecs][kParts];
     for (size_t v = 0; v < kVecs; ++v)
       QOps::Split(QOps::LoadLanes(quad_row + v * kLanes * 4), part[v]);
@@ -92,18 +100,19 @@ constexpr size_t QuadPassVecs() {
 template <class QOps, size_t kRows, size_t kVecs>
 HWY_INLINE void QuadDotTile(const std::int32_t* HWY_RESTRICT q, size_t q_stride,
                             const std::int8_t* HWY_RESTRICT k, size_t quad_stride, size_t quads,
-                            float* HWY_RESTRICT out, size_t out_stride, simd::Prefetch prefetch) {
+                            float* HWY_RESTRICT out, size_t out_stride, simd::Prefetch prefetch,
+                            size_t far_quads) {
   constexpr size_t kLanes = QOps::kLanes;
   constexpr size_t kPass = QuadPassVecs<QOps, kRows>();
   size_t v = 0;
   for (; v + kPass <= kVecs; v += kPass) {
     QuadDotColumns<QOps, kRows, kPass>(q, q_stride, k + v * kLanes * 4, quad_stride, quads,
-                                       out + v * kLanes, out_stride, prefetch);
+                                       out + v * kLanes, out_stride, prefetch, far_quads);
   }
   if constexpr (kVecs % kPass != 0) {  // a width that is not a whole number of passes
     for (; v < kVecs; ++v) {
       QuadDotColumns<QOps, kRows, 1>(q, q_stride, k + v * kLanes * 4, quad_stride, quads,
-                                     out + v * kLanes, out_stride, prefetch);
+                                     out + v * kLanes, out_stride, prefetch, far_quads);
     }
   }
 }
@@ -112,18 +121,20 @@ HWY_INLINE void QuadDotTile(const std::int32_t* HWY_RESTRICT q, size_t q_stride,
 template <class POps, size_t kRows, size_t kVecs>
 HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stride,
                                const std::int8_t* HWY_RESTRICT v, size_t pair_stride, size_t pairs,
-                               float* HWY_RESTRICT out, size_t out_stride, simd::Prefetch prefetch,
-                               size_t far_from) {
+                               float* HWY_RESTRICT out, size_t out_stride,
+                               const detail::PairRequests& requests) {
   using V = typename POps::V;
   constexpr size_t kLanes = POps::kLanes;
   constexpr size_t kChunkBytes = kVecs * kLanes * 2;
-  simd::Prefetch near_only = prefetch;  // the pairs before far_from
-  near_only.offset = 0;
+  const simd::Prefetch near_only = NearOnly(requests.values);  // the pairs before values_from
+  detail::PacedLines keys = requests.keys != nullptr ? *requests.keys : detail::PacedLines();
   V acc[kRows][kVecs];
   ZeroSums<POps>(acc);
   for (size_t p = 0; p < pairs; ++p) {
     const std::int8_t* HWY_RESTRICT pair = v + p * pair_stride;
-    PrefetchLinesStartingIn(pair, kChunkBytes, p < far_from ? near_only : prefetch);
+    PrefetchLinesStartingIn(pair, kChunkBytes,
+                            p < requests.values_from ? near_only : requests.values);
+    keys.Take(detail::Pacing::kKeyLinesPerPair);
     for (size_t c = 0; c < kVecs; ++c) {
       V part[POps::kParts];
       POps::Split(POps::Load(pair + 2 * c * kLanes), part);
@@ -131,28 +142,28 @@ HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stri
         acc[r][c] = POps::MulAddPair(part, w + r * w_stride + 2 * p, acc[r][c]);
     }
   }
+  if (requests.keys != nullptr) *requests.keys = keys;
   StoreSums<POps>(acc, out, out_stride);
 }
 
 // out[r][0, cols) = Σ_t w[r][t] · v[t][0, cols) for kRows rows of int16 weights (w_stride
 // apart) over `pairs` pairs of keys (pair p at v + p·pair_stride bytes, column c's two bytes at
-// 2c), as floats; cols a whole number of vectors. prefetch as QuadDotColumns', its far requests
-// from pair far_from on (the caller asked for the earlier ones). Knows nothing of heads, blocks
-// or scales.
+// 2c), as floats; cols a whole number of vectors. `requests`: what it asks for ahead as it goes
+// (paced_requests.hpp). Knows nothing of heads, blocks or scales.
 template <class POps, size_t kRows>
 HWY_INLINE void PairDotTile(const std::int16_t* HWY_RESTRICT w, size_t w_stride,
                             const std::int8_t* HWY_RESTRICT v, size_t pair_stride, size_t pairs,
                             size_t cols, float* HWY_RESTRICT out, size_t out_stride,
-                            simd::Prefetch prefetch, size_t far_from) {
+                            const detail::PairRequests& requests) {
   constexpr size_t kLanes = POps::kLanes;
   constexpr size_t kVecs = kLanes >= 16 ? 4 : 2;  // columns per pass: rows × kVecs accumulators
   size_t col = 0;
   for (; col + kVecs * kLanes <= cols; col += kVecs * kLanes) {
     PairDotColumns<POps, kRows, kVecs>(w, w_stride, v + 2 * col, pair_stride, pairs, out + col,
-                                       out_stride, prefetch, far_from);
+                                       out_stride, requests);
   }
   for (; col < cols; col += kLanes) {  // an edge: D_v not a multiple of the pass
     PairDotColumns<POps, kRows, 1>(w, w_stride, v + 2 * col, pair_stride, pairs, out + col,
-                                   out_stride, prefetch, far_from);
+                                   out_stride, requests);
   }
 }

@@ -38,7 +38,7 @@ inline __m512i AddWordPairs(__m512i acc, __m512i a, __m512i b) {
 template <std::size_t kRows>
 void QuadDot64(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q_sums,
                const std::int8_t* k, std::size_t quad_stride, std::size_t quads,
-               const QuadDotScores& out, simd::Prefetch prefetch) {
+               const QuadDotScores& out, simd::Prefetch prefetch, std::size_t far_quads) {
   constexpr std::size_t kVecs = 4;  // 64 keys: 4 × 16 lanes; kRows × 4 accumulators <= 24
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512i acc[kRows][kVecs];
@@ -47,7 +47,7 @@ void QuadDot64(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q
   }
   for (std::size_t c = 0; c < quads; ++c) {
     const std::int8_t* row = k + c * quad_stride;
-    if (prefetch) {
+    if (prefetch && c < far_quads) {
       for (std::size_t v = 0; v < kVecs; ++v) prefetch.Line(row + 64 * v);
     }
     if (prefetch.Near()) {
@@ -88,14 +88,17 @@ void QuadDot64(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q
 template <std::size_t kRows, std::size_t kVecs>
 void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
                     std::size_t pair_stride, std::size_t pairs, const PairDotUpdate& update,
-                    std::size_t col, simd::Prefetch prefetch, std::size_t far_from) {
+                    std::size_t col, const PairRequests& requests) {
+  const simd::Prefetch prefetch = requests.values;
+  PacedLines keys = requests.keys != nullptr ? *requests.keys : PacedLines();
   __m512i acc[kRows][kVecs];
   for (std::size_t r = 0; r < kRows; ++r) {
     for (std::size_t c = 0; c < kVecs; ++c) acc[r][c] = _mm512_setzero_si512();
   }
   for (std::size_t p = 0; p < pairs; ++p) {
     const std::int8_t* pair = v + p * pair_stride;
-    if (prefetch && p >= far_from) {  // one request per 64-byte line: 32 columns of pairs
+    keys.Take(Pacing::kKeyLinesPerPair);
+    if (prefetch && p >= requests.values_from) {  // one request per line: 32 columns of pairs
       for (std::size_t c = 0; c < kVecs; c += 2) prefetch.Line(pair + 32 * c);
     }
     if (prefetch.Near()) {
@@ -113,6 +116,7 @@ void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8
       for (std::size_t c = 0; c < kVecs; ++c) acc[r][c] = AddWordPairs(acc[r][c], vv[c], wv);
     }
   }
+  if (requests.keys != nullptr) *requests.keys = keys;
   // Added to O here, not stored as floats for the caller to add: that round trip through
   // memory was a second pass over the tile's outputs. Factors and pointers are read before the
   // first store (see QuadDot64).
@@ -143,26 +147,22 @@ void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8
 template <std::size_t kRows>
 void PairDot(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
              std::size_t pair_stride, std::size_t pairs, std::size_t cols,
-             const PairDotUpdate& update, simd::Prefetch prefetch, std::size_t far_from) {
+             const PairDotUpdate& update, const PairRequests& requests) {
   std::size_t col = 0;
-  for (; col + 64 <= cols; col += 64) {
-    PairDotColumns<kRows, 4>(w, w_stride, v + 2 * col, pair_stride, pairs, update, col, prefetch,
-                             far_from);
-  }
-  for (; col < cols; col += 16) {  // an edge: D_v not a multiple of 64
-    PairDotColumns<kRows, 1>(w, w_stride, v + 2 * col, pair_stride, pairs, update, col, prefetch,
-                             far_from);
-  }
+  for (; col + 64 <= cols; col += 64)
+    PairDotColumns<kRows, 4>(w, w_stride, v + 2 * col, pair_stride, pairs, update, col, requests);
+  for (; col < cols; col += 16)  // an edge: D_v not a multiple of 64
+    PairDotColumns<kRows, 1>(w, w_stride, v + 2 * col, pair_stride, pairs, update, col, requests);
 }
 
 using PairKernel = void (*)(const std::int16_t*, std::size_t, const std::int8_t*, std::size_t,
-                            std::size_t, std::size_t, const PairDotUpdate&, simd::Prefetch,
-                            std::size_t);
+                            std::size_t, std::size_t, const PairDotUpdate&, const PairRequests&);
 constexpr PairKernel kPairKernels[] = {nullptr,    PairDot<1>, PairDot<2>, PairDot<3>,
                                        PairDot<4>, PairDot<5>, PairDot<6>};
 
 using Kernel = void (*)(const std::int8_t*, std::size_t, const std::int32_t*, const std::int8_t*,
-                        std::size_t, std::size_t, const QuadDotScores&, simd::Prefetch);
+                        std::size_t, std::size_t, const QuadDotScores&, simd::Prefetch,
+                        std::size_t);
 constexpr Kernel kKernels[] = {nullptr,      QuadDot64<1>, QuadDot64<2>, QuadDot64<3>,
                                QuadDot64<4>, QuadDot64<5>, QuadDot64<6>};
 
@@ -170,15 +170,16 @@ constexpr Kernel kKernels[] = {nullptr,      QuadDot64<1>, QuadDot64<2>, QuadDot
 
 void QuadDot64Avx512Vnni(const std::int8_t* q, std::size_t q_stride, const std::int32_t* q_sums,
                          const std::int8_t* k, std::size_t quad_stride, std::size_t quads,
-                         std::size_t rows, const QuadDotScores& out, simd::Prefetch prefetch) {
-  kKernels[rows](q, q_stride, q_sums, k, quad_stride, quads, out, prefetch);
+                         std::size_t rows, const QuadDotScores& out, simd::Prefetch prefetch,
+                         std::size_t far_quads) {
+  kKernels[rows](q, q_stride, q_sums, k, quad_stride, quads, out, prefetch, far_quads);
 }
 
 void PairDotAvx512Vnni(const std::int16_t* w, std::size_t w_stride, const std::int8_t* v,
                        std::size_t pair_stride, std::size_t pairs, std::size_t rows,
-                       std::size_t cols, const PairDotUpdate& update, simd::Prefetch prefetch,
-                       std::size_t far_from) {
-  kPairKernels[rows](w, w_stride, v, pair_stride, pairs, cols, update, prefetch, far_from);
+                       std::size_t cols, const PairDotUpdate& update,
+                       const PairRequests& requests) {
+  kPairKernels[rows](w, w_stride, v, pair_stride, pairs, cols, update, requests);
 }
 
 }  // namespace seqattn::detail

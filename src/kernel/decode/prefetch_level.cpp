@@ -43,7 +43,7 @@ namespace seqattn::detail {
 //
 // The paced requests (Intel with AVX-512, int8 caches): the same Xeon, the table's choice against
 // SEQATTN_DECODE_PREFETCH=l2+near16 (one binary, alternating run by run; S_k 131072, one thread,
-// medians of 6): 26.08 → 24.04 ms (early_value_requests.hpp; docs/architecture.md, "Paced
+// medians of 5): 25.89 → 24.04 ms (paced_requests.hpp; docs/architecture.md, "Paced
 // requests", has the rest). Not measured elsewhere, so every other row leaves them off.
 namespace {
 

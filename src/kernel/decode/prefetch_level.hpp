@@ -21,9 +21,8 @@ namespace seqattn::detail {
 inline constexpr const char* kDecodePrefetchEnv = "SEQATTN_DECODE_PREFETCH";
 
 // What a decode run asks for ahead: the far requests' cache (the next blocks), how many rows
-// on its passes ask for into L1 (0: none), and whether an int8 tile's far requests for its
-// first value lines are paced over the softmax and weights passes (cache_worker-inl.h,
-// EarlyValueRequests) instead of all riding on P·V.
+// on its passes ask for into L1 (0: none), and whether an int8 tile's far requests are paced
+// over its four passes (paced_requests.hpp) instead of riding on the two products.
 struct DecodePrefetch {
   simd::CacheLevel level = simd::CacheLevel::kL2;
   std::uint8_t near_rows = 0;  // 0..64
