@@ -243,18 +243,14 @@ const BandwidthPoint* matching_bandwidth(const DecodeReport& d, const DecodePoin
 std::string prefetch_sentence(const DecodeReport& d) {
   if (d.points.empty() || d.points.front().prefetch.empty()) return "";
   const std::string& choice = d.points.front().prefetch;  // "l2", "l2+near16+paced", …
-  std::vector<std::string> parts{std::string("the blocks ahead into ") +
-                                 (choice.starts_with("l1") ? "L1" : "L2")};
+  std::string sentence = std::string("The kernel prefetched the blocks ahead into ") +
+                         (choice.starts_with("l1") ? "L1" : "L2");
   if (const std::size_t at = choice.find("+near"); at != std::string::npos) {
     const std::size_t digits = at + 5, end = choice.find('+', digits);
     const std::size_t count = end == std::string::npos ? std::string::npos : end - digits;
-    parts.push_back("rows " + choice.substr(digits, count) + " on into L1");
+    sentence += " and rows " + choice.substr(digits, count) + " on into L1";
   }
-  if (choice.ends_with("+paced"))
-    parts.push_back("an int8 tile's requests paced over its four passes");
-  std::string sentence = "The kernel prefetched " + parts.front();
-  for (std::size_t i = 1; i < parts.size(); ++i)
-    sentence += (i + 1 < parts.size() ? ", " : " and ") + parts[i];
+  if (choice.ends_with("+paced")) sentence += ", spreading an int8 tile's requests over its passes";
   return sentence + " (decode_prefetch " + choice +
          " in the JSON: this CPU's measured choice, or SEQATTN_DECODE_PREFETCH's). ";
 }

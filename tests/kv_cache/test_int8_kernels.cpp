@@ -90,9 +90,13 @@ void CheckPairTile(std::mt19937& gen, size_t pairs, size_t cols) {
   // another run: no result changes.
   const simd::Prefetch far{static_cast<std::ptrdiff_t>(v.size()), simd::CacheLevel::kL2,
                            static_cast<std::int32_t>(pair_stride)};
-  detail::PacedLines keys(v.data(), v.size(), far);
+  alignas(64) static std::int8_t key_lines[64 * 4096];
+  detail::PacedLines keys(key_lines, sizeof key_lines, far);
   PairDotTile<POps, kRows>(w.data(), w_stride, v.data(), pair_stride, pairs, cols, out.get(), cols,
                            detail::PairRequests{far, pairs / 2, &keys});
+  // One line of `keys` per pass over a pair, carried across the column passes.
+  constexpr size_t kPass = (POps::kLanes >= 16 ? 4 : 2) * POps::kLanes;
+  EXPECT_EQ(keys.taken_bytes(), 64 * pairs * (cols / kPass + cols % kPass / POps::kLanes));
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t c = 0; c < cols; ++c) {
       std::int64_t sum = 0;

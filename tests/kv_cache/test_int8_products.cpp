@@ -1,8 +1,8 @@
 // The int8 KV cache's integer products: the AVX512-VNNI micro-kernels (Q·Kᵀ on vpdpbusd, P·V
 // on vpdpwssd) against exact scalar integer references (rows 1-6, odd depths and widths,
 // extreme values, strided rows, prefetch off and into L1 or L2), skipped where the CPU has no
-// AVX512-VNNI; and the decode output over an int8 cache on every compiled Highway target,
-// bitwise between the VNNI path and the portable one.
+// AVX512-VNNI; the paced requests' bookkeeping; and the decode output over an int8 cache on
+// every compiled Highway target, bitwise between the VNNI path and the portable one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -53,13 +53,14 @@ TEST(PacedLines, TakesWholeLinesUpToItsEnd) {
   EXPECT_EQ(lines.taken_bytes(), 3072u);
   lines.TakeAll();
   EXPECT_EQ(lines.taken_bytes(), 3072u);
-  detail::PacedLines ragged(tile, 100, far);  // a partial last line is one more request
+  detail::PacedLines ragged(tile, 100, far);  // a partial last line: two requests, 100 bytes
+  ragged.Take(1);
+  EXPECT_EQ(ragged.taken_bytes(), 64u);
   ragged.TakeAll();
-  EXPECT_EQ(ragged.taken_bytes(), 128u);
+  EXPECT_EQ(ragged.taken_bytes(), 100u);
   detail::PacedLines none;
   none.TakeAll();
   EXPECT_EQ(none.taken_bytes(), 0u);
-  EXPECT_EQ(detail::Pacing::KeyQuadsInScores(32), 16u);
 }
 
 // No prefetch, `offset` bytes ahead into each cache level, and near requests 1 and 16 rows
@@ -173,10 +174,14 @@ TEST(Int8Products, VnniPairKernelIsExact) {
               for (std::size_t i = 0; i < rows * cols; ++i) out.get()[i] = start(i / cols);
               const detail::PairDotUpdate update{out.get(), cols, scale.data(), unit.data(),
                                                  rescale ? alpha.data() : nullptr};
-              detail::PacedLines keys(v.data(), v.size(), prefetch);  // lines to take
+              // One line of `keys` per pass over a pair, carried across column passes (64
+              // columns, then 16): a request changes no result, the count is checked.
+              alignas(64) static std::int8_t key_lines[64 * 1024];
+              detail::PacedLines keys(key_lines, sizeof key_lines, prefetch);
               const detail::PairRequests requests{prefetch, pairs / 2, &keys};
               detail::PairDotAvx512Vnni(w.data(), w_stride, v.data(), pair_stride, pairs, rows,
                                         cols, update, requests);
+              EXPECT_EQ(keys.taken_bytes(), 64 * pairs * (cols / 64 + cols % 64 / 16));
               for (std::size_t r = 0; r < rows; ++r) {
                 for (std::size_t c = 0; c < cols; ++c) {
                   const auto sum = static_cast<float>(

@@ -61,8 +61,8 @@ struct CacheProblem {
   const std::int64_t* query_lengths = nullptr;
 
   // What the kernel asks for ahead (decode_prefetch(), per CPU): the cache its requests for the
-  // next blocks fill, the rows on its passes ask for into L1, and whether an int8 tile's softmax
-  // and weights passes take some of them (paced). Speed only, never a result.
+  // next blocks fill, the rows on its passes ask for into L1, and whether an int8 tile spreads
+  // its requests over its four passes (paced, paced_requests.hpp). Speed only, never a result.
   DecodePrefetch prefetch;
 
   std::int64_t seq_q() const { return q.shape[2]; }

@@ -322,9 +322,11 @@ class CacheWorker {
         mask_row(row0 + static_cast<std::int64_t>(r), j0, s + r * kWidth);
     }
     if constexpr (kQuantized) {
+      PacedLines values = pacing.values;  // a local: kept in registers across the stores
       const bool rescale =
           SoftmaxStep<Ops, kR, kKeyVecs>(s, m() + row0, sum_lanes() + row0 * kLanes, alpha(),
-                                         [&] { pacing.values.Take(Pacing::kSoftmaxLines); });
+                                         [&] { values.Take(Pacing::kSoftmaxLines); });
+      pacing.values = values;
       Int8Values<kR>(row0, v_tile, rescale, pacing);
       pacing.keys.TakeAll();  // none left where P·V's passes outnumber the paced key lines
     } else {
@@ -345,24 +347,23 @@ class CacheWorker {
   // whose far lines Q·Kᵀ asks for, the value lines the softmax and the weights pass take, the key
   // lines P·V takes. Unpaced, or with the far requests off: the products ask for all their own.
   struct TilePacing {
-    size_t key_quads;
+    size_t key_quads = 0;
     PacedLines values, keys;
   };
   template <size_t kR>
   TilePacing tile_pacing(const Elem* k_tile, const Elem* v_tile) const {
-    const auto quads = static_cast<size_t>(p_.kv.key_rows() / kKeyQuad);
     if constexpr (kQuantized) {
-      if (p_.prefetch.paced && prefetch_k_ && prefetch_v_) {
-        constexpr size_t kQuadRow = kKeyQuad * kKvBlock;
-        const size_t key_quads = Pacing::KeyQuadsInScores(quads);
-        const size_t value_bytes = static_cast<size_t>(p_.kv.dv_pad) * kWidth;
-        const size_t early = std::min(kR * Pacing::kValueLinesPerRow * 64, value_bytes);
-        return {
-            key_quads, PacedLines(v_tile, early, prefetch_v_),
-            PacedLines(k_tile + key_quads * kQuadRow, (quads - key_quads) * kQuadRow, prefetch_k_)};
-      }
+      const auto quads = static_cast<size_t>(p_.kv.key_rows() / kKeyQuad);
+      if (!p_.prefetch.paced || !prefetch_k_ || !prefetch_v_) return {quads, {}, {}};
+      constexpr size_t kQuadRow = kKeyQuad * kKvBlock;
+      const size_t key_quads = Pacing::KeyQuadsInScores(quads);
+      const size_t value_bytes = static_cast<size_t>(p_.kv.dv_pad) * kWidth;
+      const size_t early = std::min(kR * Pacing::kValueLinesPerRow * 64, value_bytes);
+      return {
+          key_quads, PacedLines(v_tile, early, prefetch_v_),
+          PacedLines(k_tile + key_quads * kQuadRow, (quads - key_quads) * kQuadRow, prefetch_k_)};
     }
-    return {quads, {}, {}};
+    return {0, {}, {}};  // the fp32 path's products ask for their own
   }
 
   // The int8 scores of rows [row0, row0 + kR): exact integer dot products, then
@@ -400,13 +401,13 @@ class CacheWorker {
     float* s = scores();
     const auto dv_pad = static_cast<size_t>(p_.kv.dv_pad);
     std::array<float, kR> w_scale, unit;
+    PacedLines values = pacing.values;  // a local: kept in registers across the stores
     for (size_t r = 0; r < kR; ++r)
-      w_scale[r] = Int8Weights(s + r * kWidth, w16_.data() + r * kWidth, unit[r], pacing.values);
+      w_scale[r] = Int8Weights(s + r * kWidth, w16_.data() + r * kWidth, unit[r], values);
     constexpr size_t kPair = 2;  // keys per 16-bit lane of a value block
     // P·V asks for the value lines from the pair holding the first byte the passes before it did
     // not ask for (its earlier lines, if any, they did), so every line is asked for once or twice.
-    const PairRequests requests{prefetch_v_, pacing.values.taken_bytes() / (kPair * dv_pad),
-                                &pacing.keys};
+    const PairRequests requests{prefetch_v_, values.taken_bytes() / (kPair * dv_pad), &pacing.keys};
     float* acc = o() + static_cast<size_t>(row0) * dv_pad;
     if (vnni_) {  // adds to O itself, by the same rule
       const PairDotUpdate update{acc, dv_pad, w_scale.data(), unit.data(),
@@ -429,15 +430,15 @@ class CacheWorker {
   }
 
   // One row of a tile's probabilities times the values' scales, quantised to int16 in w16
-  // (asking for `early`'s far lines as it goes); returns the weights' scale (max / 32767; 0 for
+  // (asking for `values`' far lines as it goes); returns the weights' scale (max / 32767; 0 for
   // a row of zeros; NaN if one is NaN, so the output is NaN as over a float cache, the int16
   // weights then being meaningless). A row whose largest weight is below 2^-60 is first multiplied
   // by 2^64 (exact), so 32767 / max stays finite and the scale stays normal; `unit` (2^-64, else 1)
   // undoes it after the sums.
-  float Int8Weights(float* row, std::int16_t* w16, float& unit, PacedLines& early) const {
+  float Int8Weights(float* row, std::int16_t* w16, float& unit, PacedLines& values) const {
     auto top = Ops::Zero(), total = Ops::Zero();  // the sum carries a NaN, which Max may drop
     for (size_t v = 0; v < kKeyVecs; ++v) {
-      early.Take(Pacing::kWeightLines);
+      values.Take(Pacing::kWeightLines);
       const auto w = Ops::Mul(Ops::Load(row + v * kLanes), Ops::Load(v_scales_ + v * kLanes));
       Ops::Store(w, row + v * kLanes);
       top = Ops::Max(top, w);

@@ -90,6 +90,7 @@ void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8
                     std::size_t pair_stride, std::size_t pairs, const PairDotUpdate& update,
                     std::size_t col, const PairRequests& requests) {
   const simd::Prefetch prefetch = requests.values;
+  const std::size_t values_from = requests.values_from;
   PacedLines keys = requests.keys != nullptr ? *requests.keys : PacedLines();
   __m512i acc[kRows][kVecs];
   for (std::size_t r = 0; r < kRows; ++r) {
@@ -98,7 +99,7 @@ void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8
   for (std::size_t p = 0; p < pairs; ++p) {
     const std::int8_t* pair = v + p * pair_stride;
     keys.Take(Pacing::kKeyLinesPerPair);
-    if (prefetch && p >= requests.values_from) {  // one request per line: 32 columns of pairs
+    if (prefetch && p >= values_from) {  // one request per line: 32 columns of pairs
       for (std::size_t c = 0; c < kVecs; c += 2) prefetch.Line(pair + 32 * c);
     }
     if (prefetch.Near()) {
@@ -116,7 +117,6 @@ void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8
       for (std::size_t c = 0; c < kVecs; ++c) acc[r][c] = AddWordPairs(acc[r][c], vv[c], wv);
     }
   }
-  if (requests.keys != nullptr) *requests.keys = keys;
   // Added to O here, not stored as floats for the caller to add: that round trip through
   // memory was a second pass over the tile's outputs. Factors and pointers are read before the
   // first store (see QuadDot64).
@@ -142,6 +142,7 @@ void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8
           at, rescale ? _mm512_fmadd_ps(old, _mm512_set1_ps(alpha[r]), t) : _mm512_add_ps(old, t));
     }
   }
+  if (requests.keys != nullptr) *requests.keys = keys;
 }
 
 template <std::size_t kRows>

@@ -16,10 +16,9 @@
 
 namespace seqattn::detail {
 
-// How many far requests each pass takes. One Xeon thread, int8 at S_k 131072 (medians of 6-8,
-// builds alternating run by run): 2 to 3 lines a vector of the softmax or 3 a vector of the
-// weights brought the bursts back (24.4-26.4 ms against 23.3-24.0); Q·Kᵀ asking for 16 or 24 of
-// its 32 quad rows (P·V the rest) 24.8-24.9 ms against 25.9 for all 32.
+// How many far requests each pass takes, as measured on one Xeon (docs/architecture.md, "Paced
+// requests"): 2 to 3 lines a vector of the softmax or 3 a vector of the weights brought the
+// bursts back; Q·Kᵀ keeping 16 or 24 of its 32 quad rows measured alike.
 struct Pacing {
   static constexpr std::size_t kValueLinesPerRow = 12;  // per query row of a micro-tile
   static constexpr std::size_t kSoftmaxLines = 1;       // per vector of probabilities
@@ -30,27 +29,27 @@ struct Pacing {
 };
 
 // A run of lines whose far requests (`far`: the same lines of a block further on) passes take a
-// few at a time; what none took is asked for by TakeAll.
+// few at a time; what none took is asked for by TakeAll. `begin` is 64-byte aligned (a cache
+// block's tile), so taken_bytes() is a whole number of lines until the run's end.
 class PacedLines {
  public:
   PacedLines() = default;  // nothing to take
   PacedLines(const std::int8_t* begin, std::size_t bytes, simd::Prefetch far)
-      : begin_(begin), next_(begin), end_(begin + bytes), far_(far) {}
+      : begin_(begin), bytes_(bytes), far_(far) {}
 
   // Asks for up to n more lines.
   __attribute__((always_inline)) void Take(std::size_t n) {
-    for (; n > 0 && next_ < end_; --n, next_ += 64) far_.Line(next_);
+    for (; n > 0 && taken_ < bytes_; --n, taken_ += 64) far_.Line(begin_ + taken_);
+    if (taken_ > bytes_) taken_ = bytes_;  // a partial last line
   }
-  void TakeAll() { Take(static_cast<std::size_t>(-1)); }
+  __attribute__((always_inline)) void TakeAll() { Take(static_cast<std::size_t>(-1)); }
 
-  // Bytes from the start whose lines were asked for (whole lines, so up to 63 past the last
-  // byte asked for on its own).
-  std::size_t taken_bytes() const { return static_cast<std::size_t>(next_ - begin_); }
+  // Bytes from the start whose lines were asked for.
+  std::size_t taken_bytes() const { return taken_; }
 
  private:
   const std::int8_t* begin_ = nullptr;
-  const std::int8_t* next_ = nullptr;
-  const std::int8_t* end_ = nullptr;
+  std::size_t bytes_ = 0, taken_ = 0;
   simd::Prefetch far_;
 };
 
