@@ -245,11 +245,8 @@ std::string prefetch_sentence(const DecodeReport& d) {
   const std::string& choice = d.points.front().prefetch;  // "l2", "l2+near16+paced", …
   std::string sentence = std::string("The kernel prefetched the blocks ahead into ") +
                          (choice.starts_with("l1") ? "L1" : "L2");
-  if (const std::size_t at = choice.find("+near"); at != std::string::npos) {
-    const std::size_t digits = at + 5, end = choice.find('+', digits);
-    const std::size_t count = end == std::string::npos ? std::string::npos : end - digits;
-    sentence += " and rows " + choice.substr(digits, count) + " on into L1";
-  }
+  if (choice.find("+near") != std::string::npos)
+    sentence += " and rows a little further on into L1";
   if (choice.ends_with("+paced")) sentence += ", spreading an int8 tile's requests over its passes";
   return sentence + " (decode_prefetch " + choice +
          " in the JSON: this CPU's measured choice, or SEQATTN_DECODE_PREFETCH's). ";

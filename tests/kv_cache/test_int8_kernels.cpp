@@ -93,7 +93,7 @@ void CheckPairTile(std::mt19937& gen, size_t pairs, size_t cols) {
   alignas(64) static std::int8_t key_lines[64 * 4096];
   detail::PacedLines keys(key_lines, sizeof key_lines, far);
   PairDotTile<POps, kRows>(w.data(), w_stride, v.data(), pair_stride, pairs, cols, out.get(), cols,
-                           detail::PairRequests{far, pairs / 2, &keys});
+                           detail::PairRequests{far, pairs / 2, keys});
   // One line of `keys` per pass over a pair, carried across the column passes.
   constexpr size_t kPass = (POps::kLanes >= 16 ? 4 : 2) * POps::kLanes;
   EXPECT_EQ(keys.taken_bytes(), 64 * pairs * (cols / kPass + cols % kPass / POps::kLanes));

@@ -178,7 +178,7 @@ TEST(Int8Products, VnniPairKernelIsExact) {
               // columns, then 16): a request changes no result, the count is checked.
               alignas(64) static std::int8_t key_lines[64 * 1024];
               detail::PacedLines keys(key_lines, sizeof key_lines, prefetch);
-              const detail::PairRequests requests{prefetch, pairs / 2, &keys};
+              const detail::PairRequests requests{prefetch, pairs / 2, keys};
               detail::PairDotAvx512Vnni(w.data(), w_stride, v.data(), pair_stride, pairs, rows,
                                         cols, update, requests);
               EXPECT_EQ(keys.taken_bytes(), 64 * pairs * (cols / 64 + cols % 64 / 16));

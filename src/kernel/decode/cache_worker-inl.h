@@ -52,7 +52,16 @@ class CacheWorker {
         scratch_(scratch),
         rope_(rope_of(p.positional)),
         alibi_(p.positional != nullptr && p.positional->has_alibi() ? p.positional : nullptr),
-        vnni_(vnni) {}
+        vnni_(vnni) {
+    // The run's level and near requests (the table's near_rows rows on) in elements of each
+    // block's rows: a key row (d) or quad row of 64 keys, a value row (token) or pair. visit_tile
+    // sets the offsets to the next blocks.
+    const std::int64_t near_rows = p.prefetch.near_rows;
+    const std::int64_t key_row = kKvBlock * (kQuantized ? kKeyQuad : 1);
+    const std::int64_t value_row = p.kv.dv_pad * (kQuantized ? 2 : 1);
+    prefetch_k_ = {0, p.prefetch.level, static_cast<std::int32_t>(near_rows * key_row)};
+    prefetch_v_ = {0, p.prefetch.level, static_cast<std::int32_t>(near_rows * value_row)};
+  }
 
   // Rows [r0, r0 + n) of (b, hk) over keys [k0, k1) (absolute positions): leaves the
   // unnormalised output, running max (log2 units) and running sums in the scratch.
@@ -252,16 +261,8 @@ class CacheWorker {
     const std::int64_t next = j0 + kKvBlock * static_cast<std::int64_t>(4 / sizeof(Elem));
     const bool ahead = next < kv.length(b_);
     const std::int64_t next_block = ahead ? kv.block(b_, hk_, next) : block;
-    // The near requests (the table's near_rows rows on) in elements of each block's rows: a
-    // key row (d) or quad row of 64 keys, a value row (token) or pair.
-    const simd::CacheLevel level = p_.prefetch.level;
-    const std::int64_t near_rows = p_.prefetch.near_rows;
-    const std::int64_t key_row = kKvBlock * (kQuantized ? kKeyQuad : 1);
-    const std::int64_t value_row = kv.dv_pad * (kQuantized ? 2 : 1);
-    prefetch_k_ = {kv.template key_block_at<Elem>(next_block) - k_block, level,
-                   static_cast<std::int32_t>(near_rows * key_row)};
-    prefetch_v_ = {kv.template value_block_at<Elem>(next_block) - v_block, level,
-                   static_cast<std::int32_t>(near_rows * value_row)};
+    prefetch_k_.offset = kv.template key_block_at<Elem>(next_block) - k_block;
+    prefetch_v_.offset = kv.template value_block_at<Elem>(next_block) - v_block;
     if constexpr (kQuantized) {  // the tile's 64-byte-aligned run of scales
       k_scales_ = kv.key_scales_at(block) + j0 % kKvBlock;
       v_scales_ = kv.value_scales_at(block) + j0 % kKvBlock;
@@ -300,7 +301,8 @@ class CacheWorker {
     const std::int64_t dim = p_.kv.dim;
     const size_t dv_pad = static_cast<size_t>(p_.kv.dv_pad);
     float* s = scores();
-    [[maybe_unused]] TilePacing pacing = tile_pacing<kR>(k_tile, v_tile);
+    TilePacing pacing;  // int8 only
+    if constexpr (kQuantized) pacing = tile_pacing<kR>(k_tile, v_tile);
     if constexpr (kQuantized) {
       Int8Scores<kR>(row0, k_tile, s, pacing.key_quads);
     } else {
@@ -326,8 +328,7 @@ class CacheWorker {
       const bool rescale =
           SoftmaxStep<Ops, kR, kKeyVecs>(s, m() + row0, sum_lanes() + row0 * kLanes, alpha(),
                                          [&] { values.Take(Pacing::kSoftmaxLines); });
-      pacing.values = values;
-      Int8Values<kR>(row0, v_tile, rescale, pacing);
+      Int8Values<kR>(row0, v_tile, rescale, values, pacing.keys);
       pacing.keys.TakeAll();  // none left where P·V's passes outnumber the paced key lines
     } else {
       const bool rescale =
@@ -352,18 +353,14 @@ class CacheWorker {
   };
   template <size_t kR>
   TilePacing tile_pacing(const Elem* k_tile, const Elem* v_tile) const {
-    if constexpr (kQuantized) {
-      const auto quads = static_cast<size_t>(p_.kv.key_rows() / kKeyQuad);
-      if (!p_.prefetch.paced || !prefetch_k_ || !prefetch_v_) return {quads, {}, {}};
-      constexpr size_t kQuadRow = kKeyQuad * kKvBlock;
-      const size_t key_quads = Pacing::KeyQuadsInScores(quads);
-      const size_t value_bytes = static_cast<size_t>(p_.kv.dv_pad) * kWidth;
-      const size_t early = std::min(kR * Pacing::kValueLinesPerRow * 64, value_bytes);
-      return {
-          key_quads, PacedLines(v_tile, early, prefetch_v_),
-          PacedLines(k_tile + key_quads * kQuadRow, (quads - key_quads) * kQuadRow, prefetch_k_)};
-    }
-    return {0, {}, {}};  // the fp32 path's products ask for their own
+    const auto quads = static_cast<size_t>(p_.kv.key_rows() / kKeyQuad);
+    if (!p_.prefetch.paced || !prefetch_k_ || !prefetch_v_) return {quads, {}, {}};
+    constexpr size_t kQuadRow = kKeyQuad * kKvBlock;
+    const size_t key_quads = Pacing::KeyQuadsInScores(quads);
+    const size_t value_bytes = static_cast<size_t>(p_.kv.dv_pad) * kWidth;
+    const size_t early = std::min(kR * Pacing::kValueLinesPerRow * 64, value_bytes);
+    return {key_quads, PacedLines(v_tile, early, prefetch_v_),
+            PacedLines(k_tile + key_quads * kQuadRow, (quads - key_quads) * kQuadRow, prefetch_k_)};
   }
 
   // The int8 scores of rows [row0, row0 + kR): exact integer dot products, then
@@ -396,18 +393,20 @@ class CacheWorker {
   // (padding slots have scale 0), quantised per row to int16 with scale max w / 32767; exact
   // int32 sums; then o = o·alpha + float(sum)·w scale (o + … without a rescale), the same
   // order on every target.
+  // `values`: the first value lines' far requests, the weights pass takes them; `keys`: the key
+  // lines P·V takes (paced_requests.hpp; both empty unpaced).
   template <size_t kR>
-  void Int8Values(std::int64_t row0, const Elem* v_tile, bool rescale, TilePacing& pacing) {
+  void Int8Values(std::int64_t row0, const Elem* v_tile, bool rescale, PacedLines values,
+                  PacedLines& keys) {
     float* s = scores();
     const auto dv_pad = static_cast<size_t>(p_.kv.dv_pad);
     std::array<float, kR> w_scale, unit;
-    PacedLines values = pacing.values;  // a local: kept in registers across the stores
     for (size_t r = 0; r < kR; ++r)
       w_scale[r] = Int8Weights(s + r * kWidth, w16_.data() + r * kWidth, unit[r], values);
     constexpr size_t kPair = 2;  // keys per 16-bit lane of a value block
     // P·V asks for the value lines from the pair holding the first byte the passes before it did
     // not ask for (its earlier lines, if any, they did), so every line is asked for once or twice.
-    const PairRequests requests{prefetch_v_, values.taken_bytes() / (kPair * dv_pad), &pacing.keys};
+    const PairRequests requests{prefetch_v_, values.taken_bytes() / (kPair * dv_pad), keys};
     float* acc = o() + static_cast<size_t>(row0) * dv_pad;
     if (vnni_) {  // adds to O itself, by the same rule
       const PairDotUpdate update{acc, dv_pad, w_scale.data(), unit.data(),
@@ -504,7 +503,7 @@ class CacheWorker {
   CacheScratchLayout layout_;
   float* scratch_;
   std::int64_t b_ = 0, hk_ = 0, r0_ = 0, n_ = 0, k0_ = 0, k1_ = 0;
-  simd::Prefetch prefetch_k_, prefetch_v_;  // offsets: elements from this block to the next
+  simd::Prefetch prefetch_k_, prefetch_v_;  // the run's requests; offsets set per tile
   const float* k_scales_ = nullptr;         // int8: the current tile's scales
   const float* v_scales_ = nullptr;
   std::array<CacheKeyRange, kCacheRowTile> ranges_{};

@@ -12,18 +12,13 @@
 // namespace (within seqattn), after src/simd/int8_ops-inl.h, src/simd/prefetch.hpp and
 // src/kernel/decode/paced_requests.hpp.
 
-// `ahead` without its far requests: its near ones only.
-HWY_INLINE simd::Prefetch NearOnly(simd::Prefetch ahead) {
-  ahead.offset = 0;
-  return ahead;
-}
-
-// Prefetches the lines that start inside [p, p + bytes), `ahead.offset` bytes further on (and
-// `ahead.near` on, into L1): a line shared by several narrow tiles or column passes is asked for
-// once, by the pass its start falls in.
-HWY_INLINE void PrefetchLinesStartingIn(const std::int8_t* p, size_t bytes, simd::Prefetch ahead) {
+// Prefetches the lines that start inside [p, p + bytes), `ahead.offset` bytes further on
+// (unless `far` is false) and `ahead.near` on, into L1: a line shared by several narrow tiles
+// or column passes is asked for once, by the pass its start falls in.
+HWY_INLINE void PrefetchLinesStartingIn(const std::int8_t* p, size_t bytes, simd::Prefetch ahead,
+                                        bool far) {
   const size_t first = (64 - reinterpret_cast<std::uintptr_t>(p) % 64) % 64;
-  if (ahead) {
+  if (far && ahead) {
     for (size_t b = first; b < bytes; b += 64) ahead.Line(p + b);
   }
   if (ahead.Near()) {
@@ -66,7 +61,7 @@ HWY_INLINE void QuadDotColumns(const std::int32_t* HWY_RESTRICT q, size_t q_stri
   ZeroSums<QOps>(acc);
   for (size_t c = 0; c < quads; ++c) {
     const std::int8_t* HWY_RESTRICT quad_row = k + c * quad_stride;
-    PrefetchLinesStartingIn(quad_row, kTileBytes, c < far_quads ? prefetch : NearOnly(prefetch));
+    PrefetchLinesStartingIn(quad_row, kTileBytes, prefetch, c < far_quads);
     V part[kVecs][kParts];
     for (size_t v = 0; v < kVecs; ++v)
       QOps::Split(QOps::LoadLanes(quad_row + v * kLanes * 4), part[v]);
@@ -126,14 +121,12 @@ HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stri
   using V = typename POps::V;
   constexpr size_t kLanes = POps::kLanes;
   constexpr size_t kChunkBytes = kVecs * kLanes * 2;
-  const simd::Prefetch near_only = NearOnly(requests.values);  // the pairs before values_from
-  detail::PacedLines keys = requests.keys != nullptr ? *requests.keys : detail::PacedLines();
+  detail::PacedLines keys = requests.keys;  // a local: kept in registers across the loop
   V acc[kRows][kVecs];
   ZeroSums<POps>(acc);
   for (size_t p = 0; p < pairs; ++p) {
     const std::int8_t* HWY_RESTRICT pair = v + p * pair_stride;
-    PrefetchLinesStartingIn(pair, kChunkBytes,
-                            p < requests.values_from ? near_only : requests.values);
+    PrefetchLinesStartingIn(pair, kChunkBytes, requests.values, p >= requests.values_from);
     keys.Take(detail::Pacing::kKeyLinesPerPair);
     for (size_t c = 0; c < kVecs; ++c) {
       V part[POps::kParts];
@@ -142,7 +135,7 @@ HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stri
         acc[r][c] = POps::MulAddPair(part, w + r * w_stride + 2 * p, acc[r][c]);
     }
   }
-  if (requests.keys != nullptr) *requests.keys = keys;
+  requests.keys = keys;
   StoreSums<POps>(acc, out, out_stride);
 }
 

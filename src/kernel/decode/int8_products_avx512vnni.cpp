@@ -91,7 +91,7 @@ void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8
                     std::size_t col, const PairRequests& requests) {
   const simd::Prefetch prefetch = requests.values;
   const std::size_t values_from = requests.values_from;
-  PacedLines keys = requests.keys != nullptr ? *requests.keys : PacedLines();
+  PacedLines keys = requests.keys;  // a local: kept in registers across the loop
   __m512i acc[kRows][kVecs];
   for (std::size_t r = 0; r < kRows; ++r) {
     for (std::size_t c = 0; c < kVecs; ++c) acc[r][c] = _mm512_setzero_si512();
@@ -142,7 +142,7 @@ void PairDotColumns(const std::int16_t* w, std::size_t w_stride, const std::int8
           at, rescale ? _mm512_fmadd_ps(old, _mm512_set1_ps(alpha[r]), t) : _mm512_add_ps(old, t));
     }
   }
-  if (requests.keys != nullptr) *requests.keys = keys;
+  requests.keys = keys;
 }
 
 template <std::size_t kRows>

@@ -55,11 +55,11 @@ class PacedLines {
 
 // What a P·V micro-kernel asks for as it reads a value tile: `values`' far lines from pair
 // values_from on (the earlier ones were asked for by the passes before it) and its near lines
-// for every pair; and, per pass over a pair, Pacing::kKeyLinesPerPair of `keys` (null: none).
+// for every pair; and, per pass over a pair, Pacing::kKeyLinesPerPair of `keys` (empty: none).
 struct PairRequests {
   simd::Prefetch values;
-  std::size_t values_from = 0;
-  PacedLines* keys = nullptr;
+  std::size_t values_from;
+  PacedLines& keys;
 };
 
 }  // namespace seqattn::detail

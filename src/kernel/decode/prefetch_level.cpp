@@ -1,6 +1,6 @@
 #include "src/kernel/decode/prefetch_level.hpp"
 
-#include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -56,12 +56,11 @@ std::optional<DecodePrefetch> parse_decode_prefetch(std::string_view value) {
   constexpr std::string_view kNear = "+near", kPaced = "+paced";
   if (rest.starts_with(kNear)) {
     rest.remove_prefix(kNear.size());
-    const std::size_t digits = std::min(rest.find_first_not_of("0123456789"), rest.size());
-    if (digits == 0 || digits > 2 || rest.front() == '0') return std::nullopt;
-    for (const char c : rest.substr(0, digits))
-      p.near_rows = static_cast<std::uint8_t>(p.near_rows * 10 + (c - '0'));  // two digits
-    if (p.near_rows > 64) return std::nullopt;
-    rest.remove_prefix(digits);
+    unsigned rows = 0;
+    const auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), rows);
+    if (error != std::errc() || rest.front() == '0' || rows < 1 || rows > 64) return std::nullopt;
+    p.near_rows = static_cast<std::uint8_t>(rows);
+    rest.remove_prefix(static_cast<std::size_t>(end - rest.data()));
   }
   if (rest == kPaced) {
     p.paced = true;
