@@ -94,7 +94,8 @@ void CheckPairTile(std::mt19937& gen, size_t pairs, size_t cols) {
   detail::PacedLines keys(key_lines, sizeof key_lines, far);
   PairDotTile<POps, kRows>(w.data(), w_stride, v.data(), pair_stride, pairs, cols, out.get(), cols,
                            detail::PairRequests{far, pairs / 2, keys});
-  // One line of `keys` per pass over a pair, carried across the column passes.
+  // One line of `keys` per pass over a pair in all (taken a request group of pairs at a time),
+  // carried across the column passes.
   constexpr size_t kPass = (POps::kLanes >= 16 ? 4 : 2) * POps::kLanes;
   EXPECT_EQ(keys.taken_bytes(), 64 * pairs * (cols / kPass + cols % kPass / POps::kLanes));
   for (size_t r = 0; r < kRows; ++r) {
@@ -136,8 +137,8 @@ void TestQuadDotTileIsExact() {
 template <class POps>
 void CheckPairTiles(std::mt19937& gen) {
   const size_t lanes = POps::kLanes;
-  for (const size_t pairs : {1, 4, 32}) {
-    for (const size_t vecs : {1, 3, 5, 9}) {  // odd widths take the one-vector edge pass
+  for (const size_t pairs : {1, 4, 32, 33}) {  // 33: a partial request group after a full one
+    for (const size_t vecs : {1, 3, 5, 9}) {   // odd widths take the one-vector edge pass
       CheckPairTile<POps, 1>(gen, pairs, vecs * lanes);
       CheckPairTile<POps, 2>(gen, pairs, vecs * lanes);
       CheckPairTile<POps, 3>(gen, pairs, vecs * lanes);

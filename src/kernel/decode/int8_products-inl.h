@@ -38,13 +38,12 @@ HWY_INLINE void PrefetchRowLines(const std::int8_t* p, size_t stride, size_t lo,
   }
 }
 
-// Pairs or quad rows whose requests a micro-kernel makes together, before their arithmetic. With
-// a request's tests inside the loop over pairs (several back edges), g++ kept each accumulator
-// in a second register and copied it back every pair: 8 vmovdqa and a spill among the 26
-// instructions a pair of AVX2's P·V passes needs. A group's requests are issued just ahead of its
-// arithmetic, whose loop has one back edge. Where paced requests reach these kernels (an Intel
-// CPU with AVX-512 but no VNNI, or SEQATTN_DECODE_PREFETCH), P·V takes its key lines a group at a
-// time instead of one per pair: as many in all.
+// Pairs or quad rows whose requests a micro-kernel makes together, ahead of their arithmetic,
+// so that the arithmetic's loop has one back edge: with a request's tests inside the loop over
+// pairs, g++ kept each accumulator in a second register and copied it back every pair (8
+// vmovdqa and a spill among the 26 instructions a pair of AVX2's P·V passes needs). Where paced
+// requests reach these kernels (an Intel CPU with AVX-512 but no VNNI, or
+// SEQATTN_DECODE_PREFETCH), P·V takes a group's key lines at once: one per pair in all.
 inline constexpr size_t kRequestGroup = 16;
 
 // The accumulator block of an integer micro-kernel: zeroed, and stored as floats.
@@ -117,8 +116,9 @@ constexpr size_t QuadPassVecs() {
 // QuadDotColumns over kVecs vectors of keys in passes (QuadPassVecs). A pass re-reads the quad
 // rows the others read, from L1. Out of line, as PairDotTile: inlined into the worker's tile,
 // g++ allocated their registers among the worker's and spilled accumulators in the hot loops.
-// Both changes together, one Zen 3 thread (AVX2; S_k 4096, H 32, H_kv 8, D 128): the int8
-// kernel's instructions (callgrind, 7 decode steps) 97.7M -> 73.6M, the step 1.99 -> 1.41 ms.
+// Out of line and with their requests per kRequestGroup, one Zen 3 thread (AVX2; S_k 4096, H 32,
+// H_kv 8, D 128) ran the int8 kernel in 73.6M instructions where it took 97.7M (callgrind, 7
+// decode steps), the step in 1.41 ms where it took 1.99.
 template <class QOps, size_t kRows, size_t kVecs>
 HWY_NOINLINE void QuadDotTile(const std::int32_t* HWY_RESTRICT q, size_t q_stride,
                               const std::int8_t* HWY_RESTRICT k, size_t quad_stride, size_t quads,

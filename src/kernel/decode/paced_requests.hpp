@@ -5,7 +5,7 @@
 // flight drained there. Timing-only builds ran the int8 step 7% faster without the softmax, 0-2%
 // without either product's arithmetic. So Q·Kᵀ asks for the first half of its quad rows' far
 // lines, the softmax and the weights pass for the first value lines, and P·V for the other
-// value lines and, one per pass over a pair, the rest of the keys' (docs/architecture.md,
+// value lines and, one per pass over a pair in all, the rest of the keys' (docs/architecture.md,
 // "Paced requests", has the figures).
 #pragma once
 
@@ -23,7 +23,7 @@ struct Pacing {
   static constexpr std::size_t kValueLinesPerRow = 12;  // per query row of a micro-tile
   static constexpr std::size_t kSoftmaxLines = 1;       // per vector of probabilities
   static constexpr std::size_t kWeightLines = 2;        // per vector of weights
-  static constexpr std::size_t kKeyLinesPerPair = 1;    // per pass of P·V over a pair of keys
+  static constexpr std::size_t kKeyLinesPerPair = 1;    // per pass of P·V over a pair, in all
   // The quad rows of a key tile whose far lines Q·Kᵀ asks for (the first half).
   static constexpr std::size_t KeyQuadsInScores(std::size_t quads) { return quads / 2; }
 };
@@ -55,7 +55,8 @@ class PacedLines {
 
 // What a P·V micro-kernel asks for as it reads a value tile: `values`' far lines from pair
 // values_from on (the earlier ones were asked for by the passes before it) and its near lines
-// for every pair; and, per pass over a pair, Pacing::kKeyLinesPerPair of `keys` (empty: none).
+// for every pair; and, per pass over a pair, Pacing::kKeyLinesPerPair of `keys` in all (empty:
+// none; the portable kernels take a request group's at once, int8_products-inl.h).
 struct PairRequests {
   simd::Prefetch values;
   std::size_t values_from;
