@@ -302,8 +302,8 @@ class CacheWorker {
     const size_t dv_pad = static_cast<size_t>(p_.kv.dv_pad);
     float* s = scores();
     TilePacing pacing;  // int8 only
-    if constexpr (kQuantized) pacing = tile_pacing<kR>(k_tile, v_tile);
     if constexpr (kQuantized) {
+      pacing = tile_pacing<kR>(k_tile, v_tile);
       Int8Scores<kR>(row0, k_tile, s, pacing.key_quads);
     } else {
       MultiplyTile<Ops, kR, kKeyVecs, TileUpdate::kOverwrite, true, Elem>(
