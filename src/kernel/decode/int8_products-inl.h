@@ -12,37 +12,35 @@
 // namespace (within seqattn), after src/simd/int8_ops-inl.h, src/simd/prefetch.hpp and
 // src/kernel/decode/paced_requests.hpp.
 
-// Prefetches, for rows [lo, hi) of an operand (row i at p + i·stride bytes), the lines that
-// start inside the row's first `bytes`: `ahead.offset` bytes further on for the rows in
-// [far_lo, far_hi), and `ahead.near` on, into L1, for every row. A line shared by several narrow
-// tiles or column passes is asked for once, by the pass its start falls in.
-HWY_INLINE void PrefetchRowLines(const std::int8_t* p, size_t stride, size_t lo, size_t hi,
-                                 size_t bytes, simd::Prefetch ahead, size_t far_lo, size_t far_hi) {
+// Asks for rows [lo, hi) of an operand (row i at p + i·stride bytes) the lines `ahead.near` on,
+// into L1, that start inside the row's first `bytes`. A line shared by several narrow tiles or
+// column passes is asked for once, by the pass its start falls in. The far requests go in
+// address order instead (OrderedFarLines, paced_requests.hpp).
+HWY_INLINE void NearRowLines(const std::int8_t* p, size_t stride, size_t lo, size_t hi,
+                             size_t bytes, simd::Prefetch ahead) {
+  if (!ahead.Near()) return;
   auto first_line = [](const std::int8_t* row) {
     return (64 - reinterpret_cast<std::uintptr_t>(row) % 64) % 64;
   };
   // Rows a whole number of lines apart (every cache block's quad rows and value pairs) share
-  // their lines' offsets: found once per pass, not per row. None starts in half of AVX2's
-  // 16-column P·V passes; in the others a row costs its request and the loop's step (Zen 3,
-  // callgrind: the P·V and Q·Kᵀ request loops 9 and 7 instructions a row -> 7 and 5). The loops
-  // stay in this function's body: given to a generic lambda, g++ 12 deleted every request (a
-  // body of prefetches alone counted as having no effect).
+  // their lines' offsets: found once per pass, not per row (Zen 3, callgrind: a request loop
+  // 9 instructions a row -> 7). The loop stays in this function's body: given to a generic
+  // lambda, g++ 12 deleted every request (a body of prefetches alone counted as having no
+  // effect).
   const bool shared = stride % 64 == 0;
   const size_t shared_first = first_line(p + lo * stride);
   if (shared && shared_first >= bytes) return;
-  auto row_first = [&](const std::int8_t* row) { return shared ? shared_first : first_line(row); };
-  if (ahead) {
-    for (size_t i = HWY_MAX(lo, far_lo); i < HWY_MIN(hi, far_hi); ++i) {
-      const std::int8_t* row = p + i * stride;
-      for (size_t b = row_first(row); b < bytes; b += 64) ahead.Line(row + b);
-    }
+  for (size_t i = lo; i < hi; ++i) {
+    const std::int8_t* row = p + i * stride;
+    for (size_t b = shared ? shared_first : first_line(row); b < bytes; b += 64)
+      ahead.NearLine(row + b);
   }
-  if (ahead.Near()) {
-    for (size_t i = lo; i < hi; ++i) {
-      const std::int8_t* row = p + i * stride;
-      for (size_t b = row_first(row); b < bytes; b += 64) ahead.NearLine(row + b);
-    }
-  }
+}
+
+// Rows of [lo, hi) that are also in [far_lo, far_hi).
+HWY_INLINE size_t RowsWithin(size_t lo, size_t hi, size_t far_lo, size_t far_hi) {
+  const size_t a = HWY_MAX(lo, far_lo), b = HWY_MIN(hi, far_hi);
+  return a < b ? b - a : 0;
 }
 
 // Pairs or quad rows whose requests a micro-kernel makes together, ahead of their arithmetic,
@@ -71,16 +69,16 @@ HWY_INLINE void StoreSums(const typename IOps::V (&acc)[kRows][kVecs], float* HW
 
 // out[r][0, kVecs·L) = Σ_d q[r][d] · k[d][0, kVecs·L) for kRows query rows and a tile of key
 // quads (quad c at k + c·quad_stride bytes, 4 bytes per key), as floats. The rows come as
-// QOps::QueryFactors of their quads (kParts int32 per quad, q_stride int32 apart). prefetch
-// (bytes): the first far_quads quad rows' tiles that far ahead (the caller paces the rest) and
-// every row's `near` on, into L1. Knows nothing of heads, blocks or scales. A quad row's vectors
-// are split once and used by every row; a row's factors are broadcast once and used by every
-// vector.
+// QOps::QueryFactors of their quads (kParts int32 per quad, q_stride int32 apart). `far` asks
+// for the first far_quads quad rows' lines that far ahead, in address order, as the passes read
+// those rows (the caller paces the rest); `prefetch` for every row's `near` on, into L1. Knows
+// nothing of heads, blocks or scales. A quad row's vectors are split once and used by every row; a
+// row's factors are broadcast once and used by every vector.
 template <class QOps, size_t kRows, size_t kVecs>
 HWY_INLINE void QuadDotColumns(const std::int32_t* HWY_RESTRICT q, size_t q_stride,
                                const std::int8_t* HWY_RESTRICT k, size_t quad_stride, size_t quads,
                                float* HWY_RESTRICT out, size_t out_stride, simd::Prefetch prefetch,
-                               size_t far_quads) {
+                               size_t far_quads, detail::OrderedFarLines& far) {
   using V = typename QOps::V;
   constexpr size_t kLanes = QOps::kLanes, kParts = QOps::kParts;
   constexpr size_t kTileBytes = kVecs * kLanes * 4;
@@ -88,7 +86,8 @@ HWY_INLINE void QuadDotColumns(const std::int32_t* HWY_RESTRICT q, size_t q_stri
   ZeroSums<QOps>(acc);
   for (size_t c0 = 0; c0 < quads; c0 += kRequestGroup) {
     const size_t end = HWY_MIN(c0 + kRequestGroup, quads);
-    PrefetchRowLines(k, quad_stride, c0, end, kTileBytes, prefetch, 0, far_quads);
+    far.Visit(RowsWithin(c0, end, 0, far_quads));
+    NearRowLines(k, quad_stride, c0, end, kTileBytes, prefetch);
     for (size_t c = c0; c < end; ++c) {
       const std::int8_t* HWY_RESTRICT quad_row = k + c * quad_stride;
       V part[kVecs][kParts];
@@ -133,15 +132,19 @@ HWY_NOINLINE void QuadDotTile(const std::int32_t* HWY_RESTRICT q, size_t q_strid
                               size_t far_quads) {
   constexpr size_t kLanes = QOps::kLanes;
   constexpr size_t kPass = QuadPassVecs<QOps, kRows>();
+  constexpr size_t kPasses = kVecs / kPass + kVecs % kPass;
+  far_quads = HWY_MIN(far_quads, quads);
+  const size_t far_bytes = far_quads == 0 ? 0 : (far_quads - 1) * quad_stride + kVecs * kLanes * 4;
+  detail::OrderedFarLines far(k, far_bytes, prefetch, kPasses * far_quads);
   size_t v = 0;
   for (; v + kPass <= kVecs; v += kPass) {
     QuadDotColumns<QOps, kRows, kPass>(q, q_stride, k + v * kLanes * 4, quad_stride, quads,
-                                       out + v * kLanes, out_stride, prefetch, far_quads);
+                                       out + v * kLanes, out_stride, prefetch, far_quads, far);
   }
   if constexpr (kVecs % kPass != 0) {  // a width that is not a whole number of passes
     for (; v < kVecs; ++v) {
       QuadDotColumns<QOps, kRows, 1>(q, q_stride, k + v * kLanes * 4, quad_stride, quads,
-                                     out + v * kLanes, out_stride, prefetch, far_quads);
+                                     out + v * kLanes, out_stride, prefetch, far_quads, far);
     }
   }
 }
@@ -151,7 +154,7 @@ template <class POps, size_t kRows, size_t kVecs>
 HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stride,
                                const std::int8_t* HWY_RESTRICT v, size_t pair_stride, size_t pairs,
                                float* HWY_RESTRICT out, size_t out_stride,
-                               const detail::PairRequests& requests) {
+                               const detail::PairRequests& requests, detail::OrderedFarLines& far) {
   using V = typename POps::V;
   constexpr size_t kLanes = POps::kLanes;
   constexpr size_t kChunkBytes = kVecs * kLanes * 2;
@@ -163,7 +166,8 @@ HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stri
   ZeroSums<POps>(acc);
   for (size_t p0 = 0; p0 < pairs; p0 += kRequestGroup) {
     const size_t end = HWY_MIN(p0 + kRequestGroup, pairs);
-    PrefetchRowLines(v, pair_stride, p0, end, kChunkBytes, values, values_from, pairs);
+    far.Visit(RowsWithin(p0, end, values_from, pairs));
+    NearRowLines(v, pair_stride, p0, end, kChunkBytes, values);
     keys.Take((end - p0) * detail::Pacing::kKeyLinesPerPair);
     for (size_t p = p0; p < end; ++p) {
       const std::int8_t* HWY_RESTRICT pair = v + p * pair_stride;
@@ -190,13 +194,18 @@ HWY_NOINLINE void PairDotTile(const std::int16_t* HWY_RESTRICT w, size_t w_strid
                               const detail::PairRequests& requests) {
   constexpr size_t kLanes = POps::kLanes;
   constexpr size_t kVecs = kLanes >= 16 ? 4 : 2;  // columns per pass: rows × kVecs accumulators
+  const size_t passes = cols / (kVecs * kLanes) + cols % (kVecs * kLanes) / kLanes;
+  const size_t from = HWY_MIN(requests.values_from, pairs), far_pairs = pairs - from;
+  const size_t far_bytes = far_pairs == 0 ? 0 : (far_pairs - 1) * pair_stride + 2 * cols;
+  detail::OrderedFarLines far(v + from * pair_stride, far_bytes, requests.values,
+                              passes * far_pairs);
   size_t col = 0;
   for (; col + kVecs * kLanes <= cols; col += kVecs * kLanes) {
     PairDotColumns<POps, kRows, kVecs>(w, w_stride, v + 2 * col, pair_stride, pairs, out + col,
-                                       out_stride, requests);
+                                       out_stride, requests, far);
   }
   for (; col < cols; col += kLanes) {  // an edge: D_v not a multiple of the pass
     PairDotColumns<POps, kRows, 1>(w, w_stride, v + 2 * col, pair_stride, pairs, out + col,
-                                   out_stride, requests);
+                                   out_stride, requests, far);
   }
 }
