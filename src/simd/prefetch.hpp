@@ -1,6 +1,7 @@
 // Software prefetch for the decode kernel's streams (every backend and target).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -60,6 +61,41 @@ struct Prefetch {
         reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(near) * sizeof(T);
     PrefetchLine(reinterpret_cast<const T*>(at), CacheLevel::kL1);
   }
+};
+
+// A micro-kernel's far requests in address order, spread over its passes in proportion to what
+// they have read: `visits` in all (rows × passes, or rows × vectors), over the `bytes` from
+// `begin` (the far lines are these bytes `far.offset` on). The decode micro-kernels read a
+// tile's rows in column passes a few lines apart (AVX2's int8 Q·Kᵀ: line p of every quad row in
+// pass p; a bf16 key tile: every other line of each key row); asked for in that order, the next
+// blocks' lines came from DRAM as strided requests. A stand-alone stream of the same reads (Zen 3,
+// 2 × 32 MiB, FMA work between lines as the int8 kernel's) ran 8.2-9.2 ns a line with requests in
+// the passes' order and 7.0 in address order, as fast as reading in order (docs/architecture.md,
+// "Far requests in address order").
+class OrderedLines {
+ public:
+  OrderedLines() = default;  // no requests
+  OrderedLines(const std::int8_t* begin, std::size_t bytes, Prefetch far, std::size_t visits)
+      : begin_(begin),
+        end_(far ? (bytes + 63) / 64 * 64 : 0),
+        step_(visits == 0 ? end_ : (end_ + visits - 1) / visits),
+        far_(far) {}
+
+  // `visits` more were made: asks for the lines due by now (a line as soon as any of its bytes
+  // is due; the last visit asks for the rest).
+  __attribute__((always_inline)) void Visit(std::size_t visits) {
+    due_ = std::min(due_ + visits * step_, end_);
+    for (; asked_ < due_; asked_ += 64) far_.Line(begin_ + asked_);
+  }
+
+  // Bytes from the start whose lines were asked for (whole lines).
+  std::size_t asked_bytes() const { return asked_; }
+
+ private:
+  const std::int8_t* begin_ = nullptr;
+  std::size_t end_ = 0, step_ = 0;  // bytes: the run's whole lines, and those due per visit
+  std::size_t due_ = 0, asked_ = 0;
+  Prefetch far_;
 };
 
 }  // namespace seqattn::simd

@@ -66,11 +66,11 @@ TEST(PacedLines, TakesWholeLinesUpToItsEnd) {
 // The far requests in address order: each visit asks for the lines due by its share of the
 // visits, whole lines, and the last visit has asked for the run's every line; with the far
 // requests off, none.
-TEST(OrderedFarLines, AsksInProportionAndEndsWithEveryLine) {
+TEST(OrderedLines, AsksInProportionAndEndsWithEveryLine) {
   alignas(64) static std::int8_t tile[64 * 256];
   const simd::Prefetch far{static_cast<std::ptrdiff_t>(sizeof tile / 2), simd::CacheLevel::kL2};
   // AVX2's Q·Kᵀ: 32 quad rows of 256 bytes read in 4 passes, groups of 16 rows.
-  detail::OrderedFarLines keys(tile, 32 * 256, far, 4 * 32);
+  simd::OrderedLines keys(tile, 32 * 256, far, 4 * 32);
   for (std::size_t group = 1; group <= 8; ++group) {
     keys.Visit(16);
     EXPECT_EQ(keys.asked_bytes(), group * 1024) << "group " << group;
@@ -79,12 +79,12 @@ TEST(OrderedFarLines, AsksInProportionAndEndsWithEveryLine) {
   EXPECT_EQ(keys.asked_bytes(), 32u * 256);
   // P·V with D_v 16 (pairs of 32 bytes, two to a line) from pair 3 of 33, one pass: 30 rows,
   // 960 bytes, 15 lines.
-  detail::OrderedFarLines values(tile + 3 * 32, 30 * 32, far, 30);
+  simd::OrderedLines values(tile + 3 * 32, 30 * 32, far, 30);
   values.Visit(13);
   EXPECT_EQ(values.asked_bytes(), 448u);  // 13 rows × 32 due: 416 bytes, 7 lines
   values.Visit(17);
   EXPECT_EQ(values.asked_bytes(), 960u);  // 15 lines: 960 bytes rounded up to a line
-  detail::OrderedFarLines off(tile, sizeof tile, simd::Prefetch{}, 8);
+  simd::OrderedLines off(tile, sizeof tile, simd::Prefetch{}, 8);
   off.Visit(8);
   EXPECT_EQ(off.asked_bytes(), 0u);
 }

@@ -267,6 +267,8 @@ class CacheWorker {
       k_scales_ = kv.key_scales_at(block) + j0 % kKvBlock;
       v_scales_ = kv.value_scales_at(block) + j0 % kKvBlock;
       if (ahead && j0 % kKvBlock == 0) prefetch_scales(next_block);
+    } else {
+      order_far_requests(j0, k_block, v_tile);
     }
     std::int64_t row0 = 0;
     for (; row0 + static_cast<std::int64_t>(kRows) <= n_; row0 += kRows) {
@@ -279,6 +281,27 @@ class CacheWorker {
     if (kind != TileKind::kSkip) {
       (this->*kRemainder[static_cast<size_t>(rest)])(row0, j0, kind, k_tile, v_tile);
     }
+  }
+
+  // The far requests of a float or half tile, in address order (simd::OrderedLines): the key
+  // block's share of this tile (a block's keys are [D][64]: a tile of kWidth keys reads a few
+  // bytes of every row, so its share is a run of whole rows) and the tile's value rows, both at
+  // the next blocks. The first micro-tile of rows asks for them all; the others find none left.
+  void order_far_requests(std::int64_t j0, const Elem* k_block, const Elem* v_tile) {
+    constexpr std::int64_t kTiles = kKvBlock / kWidth;
+    const std::int64_t tile = j0 % kKvBlock / kWidth;
+    const auto key_bytes = static_cast<size_t>(p_.kv.key_rows() * kKvBlock) * sizeof(Elem);
+    const auto share = key_bytes / kTiles;
+    const auto* k_bytes = reinterpret_cast<const std::int8_t*>(k_block);
+    const simd::Prefetch k_far{prefetch_k_.offset * static_cast<std::ptrdiff_t>(sizeof(Elem)),
+                               prefetch_k_.level};
+    k_far_ = simd::OrderedLines(k_bytes + static_cast<size_t>(tile) * share, share, k_far,
+                                static_cast<size_t>(p_.kv.dim) * kKeyVecs);
+    const auto dv_pad = static_cast<size_t>(p_.kv.dv_pad);
+    const simd::Prefetch v_far{prefetch_v_.offset * static_cast<std::ptrdiff_t>(sizeof(Elem)),
+                               prefetch_v_.level};
+    v_far_ = simd::OrderedLines(reinterpret_cast<const std::int8_t*>(v_tile),
+                                kWidth * dv_pad * sizeof(Elem), v_far, kWidth * dv_pad / kLanes);
   }
 
   // Asks for the K and V scales of storage block `next_block` (4 lines each), once per block, as
@@ -308,7 +331,7 @@ class CacheWorker {
     } else {
       MultiplyTile<Ops, kR, kKeyVecs, TileUpdate::kOverwrite, true, Elem>(
           q() + row0 * dim, static_cast<size_t>(dim), k_tile, static_cast<size_t>(kKvBlock),
-          static_cast<size_t>(dim), s, static_cast<size_t>(kWidth), nullptr, prefetch_k_);
+          static_cast<size_t>(dim), s, static_cast<size_t>(kWidth), nullptr, prefetch_k_, &k_far_);
     }
     if (alibi_ != nullptr) add_alibi(row0, kR, j0, s);
     if (kind == TileKind::kRange) {
@@ -336,10 +359,10 @@ class CacheWorker {
       float* acc = o() + row0 * p_.kv.dv_pad;
       if (rescale) {
         MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kScaleRowsThenAccumulate, true, Elem>(
-            s, kWidth, v_tile, dv_pad, kWidth, acc, dv_pad, alpha(), prefetch_v_);
+            s, kWidth, v_tile, dv_pad, kWidth, acc, dv_pad, alpha(), prefetch_v_, &v_far_);
       } else {
         MultiplyRowsByValues<Ops, kR, kOutVecs, TileUpdate::kAccumulate, true, Elem>(
-            s, kWidth, v_tile, dv_pad, kWidth, acc, dv_pad, nullptr, prefetch_v_);
+            s, kWidth, v_tile, dv_pad, kWidth, acc, dv_pad, nullptr, prefetch_v_, &v_far_);
       }
     }
   }
@@ -504,6 +527,7 @@ class CacheWorker {
   float* scratch_;
   std::int64_t b_ = 0, hk_ = 0, r0_ = 0, n_ = 0, k0_ = 0, k1_ = 0;
   simd::Prefetch prefetch_k_, prefetch_v_;  // the run's requests; offsets set per tile
+  simd::OrderedLines k_far_, v_far_;        // float and half: the tile's far requests
   const float* k_scales_ = nullptr;         // int8: the current tile's scales
   const float* v_scales_ = nullptr;
   std::array<CacheKeyRange, kCacheRowTile> ranges_{};

@@ -15,7 +15,7 @@
 // Asks for rows [lo, hi) of an operand (row i at p + i·stride bytes) the lines `ahead.near` on,
 // into L1, that start inside the row's first `bytes`. A line shared by several narrow tiles or
 // column passes is asked for once, by the pass its start falls in. The far requests go in
-// address order instead (OrderedFarLines, paced_requests.hpp).
+// address order instead (simd::OrderedLines, src/simd/prefetch.hpp).
 HWY_INLINE void NearRowLines(const std::int8_t* p, size_t stride, size_t lo, size_t hi,
                              size_t bytes, simd::Prefetch ahead) {
   if (!ahead.Near()) return;
@@ -78,7 +78,7 @@ template <class QOps, size_t kRows, size_t kVecs>
 HWY_INLINE void QuadDotColumns(const std::int32_t* HWY_RESTRICT q, size_t q_stride,
                                const std::int8_t* HWY_RESTRICT k, size_t quad_stride, size_t quads,
                                float* HWY_RESTRICT out, size_t out_stride, simd::Prefetch prefetch,
-                               size_t far_quads, detail::OrderedFarLines& far) {
+                               size_t far_quads, simd::OrderedLines& far) {
   using V = typename QOps::V;
   constexpr size_t kLanes = QOps::kLanes, kParts = QOps::kParts;
   constexpr size_t kTileBytes = kVecs * kLanes * 4;
@@ -135,7 +135,7 @@ HWY_NOINLINE void QuadDotTile(const std::int32_t* HWY_RESTRICT q, size_t q_strid
   constexpr size_t kPasses = kVecs / kPass + kVecs % kPass;
   far_quads = HWY_MIN(far_quads, quads);
   const size_t far_bytes = far_quads == 0 ? 0 : (far_quads - 1) * quad_stride + kVecs * kLanes * 4;
-  detail::OrderedFarLines far(k, far_bytes, prefetch, kPasses * far_quads);
+  simd::OrderedLines far(k, far_bytes, prefetch, kPasses * far_quads);
   size_t v = 0;
   for (; v + kPass <= kVecs; v += kPass) {
     QuadDotColumns<QOps, kRows, kPass>(q, q_stride, k + v * kLanes * 4, quad_stride, quads,
@@ -154,7 +154,7 @@ template <class POps, size_t kRows, size_t kVecs>
 HWY_INLINE void PairDotColumns(const std::int16_t* HWY_RESTRICT w, size_t w_stride,
                                const std::int8_t* HWY_RESTRICT v, size_t pair_stride, size_t pairs,
                                float* HWY_RESTRICT out, size_t out_stride,
-                               const detail::PairRequests& requests, detail::OrderedFarLines& far) {
+                               const detail::PairRequests& requests, simd::OrderedLines& far) {
   using V = typename POps::V;
   constexpr size_t kLanes = POps::kLanes;
   constexpr size_t kChunkBytes = kVecs * kLanes * 2;
@@ -197,8 +197,7 @@ HWY_NOINLINE void PairDotTile(const std::int16_t* HWY_RESTRICT w, size_t w_strid
   const size_t passes = cols / (kVecs * kLanes) + cols % (kVecs * kLanes) / kLanes;
   const size_t from = HWY_MIN(requests.values_from, pairs), far_pairs = pairs - from;
   const size_t far_bytes = far_pairs == 0 ? 0 : (far_pairs - 1) * pair_stride + 2 * cols;
-  detail::OrderedFarLines far(v + from * pair_stride, far_bytes, requests.values,
-                              passes * far_pairs);
+  simd::OrderedLines far(v + from * pair_stride, far_bytes, requests.values, passes * far_pairs);
   size_t col = 0;
   for (; col + kVecs * kLanes <= cols; col += kVecs * kLanes) {
     PairDotColumns<POps, kRows, kVecs>(w, w_stride, v + 2 * col, pair_stride, pairs, out + col,

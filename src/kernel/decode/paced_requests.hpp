@@ -9,7 +9,6 @@
 // "Paced requests", has the figures).
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -51,40 +50,6 @@ class PacedLines {
  private:
   const std::int8_t* begin_ = nullptr;
   std::size_t bytes_ = 0, taken_ = 0;
-  simd::Prefetch far_;
-};
-
-// A micro-kernel's far requests in address order, spread over its column passes in proportion
-// to the rows they have read: `visits` rows in all (passes × rows), `bytes` of rows from `begin`.
-// AVX2's passes read a tile's rows a few lines apart (Q·Kᵀ's pass p line p of every quad row,
-// P·V's every fourth line); asked for in that order, the next blocks' lines came from DRAM as
-// strided requests. A stand-alone stream of the same reads (Zen 3, 2 × 32 MiB, FMA work
-// between lines as the int8 kernel's) ran 8.2-9.2 ns a line with requests in the passes'
-// order and 7.0 in address order, as fast as reading in order (docs/architecture.md, "Far
-// requests in address order").
-class OrderedFarLines {
- public:
-  OrderedFarLines(const std::int8_t* begin, std::size_t bytes, simd::Prefetch far,
-                  std::size_t visits)
-      : begin_(begin),
-        end_(far ? (bytes + 63) / 64 * 64 : 0),
-        step_(visits == 0 ? end_ : (end_ + visits - 1) / visits),
-        far_(far) {}
-
-  // `rows` more rows were read: asks for the lines due by now (a line as soon as a byte of it
-  // is; the last row read has asked for them all).
-  __attribute__((always_inline)) void Visit(std::size_t rows) {
-    due_ = std::min(due_ + rows * step_, end_);
-    for (; asked_ < due_; asked_ += 64) far_.Line(begin_ + asked_);
-  }
-
-  // Bytes from the start whose lines were asked for (whole lines).
-  std::size_t asked_bytes() const { return asked_; }
-
- private:
-  const std::int8_t* begin_;
-  std::size_t end_, step_;  // bytes: the run's whole lines, and those due per row read
-  std::size_t due_ = 0, asked_ = 0;
   simd::Prefetch far_;
 };
 
