@@ -80,6 +80,14 @@ class OrderedLines {
         end_(far ? (bytes + 63) / 64 * 64 : 0),
         step_(visits == 0 ? end_ : (end_ + visits - 1) / visits),
         far_(far) {}
+  // The same over `count` elements of T from `begin`, `far.offset` in elements of T (as
+  // Prefetch::Line takes it).
+  template <class T>
+  static OrderedLines Of(const T* begin, std::size_t count, Prefetch far, std::size_t visits) {
+    const Prefetch in_bytes{far.offset * static_cast<std::ptrdiff_t>(sizeof(T)), far.level};
+    return OrderedLines(reinterpret_cast<const std::int8_t*>(begin), count * sizeof(T), in_bytes,
+                        visits);
+  }
 
   // `visits` more were made: asks for the lines due by now (a line as soon as any of its bytes
   // is due; the last visit asks for the rest).

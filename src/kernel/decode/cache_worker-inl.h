@@ -289,19 +289,12 @@ class CacheWorker {
   // the next blocks. The first micro-tile of rows asks for them all; the others find none left.
   void order_far_requests(std::int64_t j0, const Elem* k_block, const Elem* v_tile) {
     constexpr std::int64_t kTiles = kKvBlock / kWidth;
-    const std::int64_t tile = j0 % kKvBlock / kWidth;
-    const auto key_bytes = static_cast<size_t>(p_.kv.key_rows() * kKvBlock) * sizeof(Elem);
-    const auto share = key_bytes / kTiles;
-    const auto* k_bytes = reinterpret_cast<const std::int8_t*>(k_block);
-    const simd::Prefetch k_far{prefetch_k_.offset * static_cast<std::ptrdiff_t>(sizeof(Elem)),
-                               prefetch_k_.level};
-    k_far_ = simd::OrderedLines(k_bytes + static_cast<size_t>(tile) * share, share, k_far,
-                                static_cast<size_t>(p_.kv.dim) * kKeyVecs);
-    const auto dv_pad = static_cast<size_t>(p_.kv.dv_pad);
-    const simd::Prefetch v_far{prefetch_v_.offset * static_cast<std::ptrdiff_t>(sizeof(Elem)),
-                               prefetch_v_.level};
-    v_far_ = simd::OrderedLines(reinterpret_cast<const std::int8_t*>(v_tile),
-                                kWidth * dv_pad * sizeof(Elem), v_far, kWidth * dv_pad / kLanes);
+    const auto share = static_cast<size_t>(p_.kv.key_rows() * kKvBlock / kTiles);  // elements
+    const auto tile = static_cast<size_t>(j0 % kKvBlock / kWidth);
+    k_far_ = simd::OrderedLines::Of(k_block + tile * share, share, prefetch_k_,
+                                    static_cast<size_t>(p_.kv.dim) * kKeyVecs);
+    const auto values = kWidth * static_cast<size_t>(p_.kv.dv_pad);
+    v_far_ = simd::OrderedLines::Of(v_tile, values, prefetch_v_, values / kLanes);
   }
 
   // Asks for the K and V scales of storage block `next_block` (4 lines each), once per block, as
