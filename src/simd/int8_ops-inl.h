@@ -6,8 +6,8 @@
 //   on x86 (the two products of each 32-bit lane added). One instruction makes 2·L products.
 //   Elsewhere (EMU128, which clang compiles as the x86 fallback; NEON, SVE) it leaves part of
 //   the products in its second sum, which RearrangeToOddPlusEven adds back.
-// - QuadOps / PairOps (SCALAR, whose 32-bit lane holds no pair of 16-bit lanes, and the second
-//   family the tests check): each byte moved to its own int32 lane and multiplied by vpmulld
+// - QuadOps / PairOps (SCALAR, whose 32-bit lane holds no pair of 16-bit lanes; tested there
+//   only): each byte moved to its own int32 lane and multiplied by vpmulld
 //   (or its emulation). One instruction makes L products. On one Zen 3 thread (AVX2, no VNNI; S_k
 //   32768, H 32, H_kv 8, D 128) these ran the int8 decode step in 16.1-16.2 ms, slower than a bf16
 //   cache (14.6-15.2 ms); the pairs in 8.8-8.9 ms with AVX2's 16-key tiles (7.9-8.1 with the

@@ -1,7 +1,7 @@
 // The int8 KV cache's portable micro-kernels on every compiled Highway target, exact against
 // int64 references: QuadDotTile (Q·Kᵀ over key quads) and PairDotTile (P·V over value pairs)
-// over both ops families of src/simd/int8_ops-inl.h (the pmaddwd pairs where the target has
-// them, and the int32 lanes), for 1-6 rows, odd depths and widths (passes and their edges),
+// over the target's ops family of src/simd/int8_ops-inl.h (the pmaddwd pairs, or the int32
+// lanes on SCALAR), for 1-6 rows, odd depths and widths (passes and their edges),
 // extreme values and strided rows; and the int16 quantisation of the probabilities (round to
 // nearest even, the same on every target).
 #undef HWY_TARGET_INCLUDE
@@ -15,7 +15,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <random>
-#include <type_traits>
 #include <vector>
 
 #include "src/kernel/decode/paced_requests.hpp"
@@ -30,7 +29,6 @@ namespace seqattn::int8_test::HWY_NAMESPACE {
 using simd::HWY_NAMESPACE::Int8PairOps;
 using simd::HWY_NAMESPACE::Int8QuadOps;
 using simd::HWY_NAMESPACE::PairOps;
-using simd::HWY_NAMESPACE::QuadOps;
 
 constexpr size_t kBlock = 64;  // keys of a cache block: a quad row is 4·64 bytes
 
@@ -128,10 +126,13 @@ void CheckQuadTiles(std::mt19937& gen) {
   }
 }
 
+// Each target's own family (Int8QuadOps, Int8PairOps): the pmaddwd pairs on every target but
+// SCALAR, whose family is the int32 lanes. The int32 lanes were also tested on the other
+// targets, where no kernel uses them: the release compile of this file took 48.8 s of a Zen 3
+// core with them, 33.7 s without.
 void TestQuadDotTileIsExact() {
   std::mt19937 gen(11);
-  CheckQuadTiles<QuadOps>(gen);
-  if constexpr (!std::is_same_v<Int8QuadOps, QuadOps>) CheckQuadTiles<Int8QuadOps>(gen);
+  CheckQuadTiles<Int8QuadOps>(gen);
 }
 
 template <class POps>
@@ -151,8 +152,7 @@ void CheckPairTiles(std::mt19937& gen) {
 
 void TestPairDotTileIsExact() {
   std::mt19937 gen(12);
-  CheckPairTiles<PairOps>(gen);
-  if constexpr (!std::is_same_v<Int8PairOps, PairOps>) CheckPairTiles<Int8PairOps>(gen);
+  CheckPairTiles<Int8PairOps>(gen);
 }
 
 void TestWeightsRoundToNearestEven() {
