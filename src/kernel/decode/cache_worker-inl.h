@@ -267,6 +267,7 @@ class CacheWorker {
       k_scales_ = kv.key_scales_at(block) + j0 % kKvBlock;
       v_scales_ = kv.value_scales_at(block) + j0 % kKvBlock;
       if (ahead && j0 % kKvBlock == 0) prefetch_scales(next_block);
+      far_asked_ = false;
     } else {
       order_far_requests(j0, k_block, v_tile);
     }
@@ -317,9 +318,14 @@ class CacheWorker {
     const std::int64_t dim = p_.kv.dim;
     const size_t dv_pad = static_cast<size_t>(p_.kv.dv_pad);
     float* s = scores();
-    TilePacing pacing;  // int8 only
+    TilePacing pacing;  // int8 only; none (no far requests) but in the tile's first micro-tile
+    bool far = false;
     if constexpr (kQuantized) {
-      pacing = tile_pacing<kR>(k_tile, v_tile);
+      // The tile's first micro-tile of rows makes its far requests; the others (S_q > 1, or a
+      // group above kRows) read the same keys and values and ask for none, as over a float cache.
+      far = !far_asked_;
+      far_asked_ = true;
+      if (far) pacing = tile_pacing<kR>(k_tile, v_tile);
       Int8Scores<kR>(row0, k_tile, s, pacing.key_quads);
     } else {
       MultiplyTile<Ops, kR, kKeyVecs, TileUpdate::kOverwrite, true, Elem>(
@@ -344,7 +350,7 @@ class CacheWorker {
       const bool rescale =
           SoftmaxStep<Ops, kR, kKeyVecs>(s, m() + row0, sum_lanes() + row0 * kLanes, alpha(),
                                          [&] { values.Take(Pacing::kSoftmaxLines); });
-      Int8Values<kR>(row0, v_tile, rescale, values, pacing.keys);
+      Int8Values<kR>(row0, v_tile, rescale, values, pacing.keys, far);
       pacing.keys.TakeAll();  // none left where P·V's passes outnumber the paced key lines
     } else {
       const bool rescale =
@@ -410,10 +416,11 @@ class CacheWorker {
   // int32 sums; then o = o·alpha + float(sum)·w scale (o + … without a rescale), the same
   // order on every target.
   // `values`: the first value lines' far requests, the weights pass takes them; `keys`: the key
-  // lines P·V takes (paced_requests.hpp; both empty unpaced).
+  // lines P·V takes (paced_requests.hpp; both empty unpaced). `far`: P·V asks for the value
+  // lines `values` left (false: the tile's first micro-tile made its far requests).
   template <size_t kR>
   void Int8Values(std::int64_t row0, const Elem* v_tile, bool rescale, PacedLines values,
-                  PacedLines& keys) {
+                  PacedLines& keys, bool far) {
     float* s = scores();
     const auto dv_pad = static_cast<size_t>(p_.kv.dv_pad);
     std::array<float, kR> w_scale, unit;
@@ -422,7 +429,8 @@ class CacheWorker {
     constexpr size_t kPair = 2;  // keys per 16-bit lane of a value block
     // P·V asks for the value lines from the pair holding the first byte the passes before it did
     // not ask for (its earlier lines, if any, they did), so every line is asked for once or twice.
-    const PairRequests requests{prefetch_v_, values.taken_bytes() / (kPair * dv_pad), keys};
+    const size_t values_from = far ? values.taken_bytes() / (kPair * dv_pad) : kWidth / kPair;
+    const PairRequests requests{prefetch_v_, values_from, keys};
     float* acc = o() + static_cast<size_t>(row0) * dv_pad;
     if (vnni_) {  // adds to O itself, by the same rule
       const PairDotUpdate update{acc, dv_pad, w_scale.data(), unit.data(),
@@ -523,6 +531,7 @@ class CacheWorker {
   simd::OrderedLines k_far_, v_far_;        // float and half: the tile's far requests
   const float* k_scales_ = nullptr;         // int8: the current tile's scales
   const float* v_scales_ = nullptr;
+  bool far_asked_ = false;  // int8: the current tile's far requests were made
   std::array<CacheKeyRange, kCacheRowTile> ranges_{};
   const RopeTables* rope_;
   const PositionalTables* alibi_;  // null without ALiBi
