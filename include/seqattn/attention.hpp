@@ -28,11 +28,12 @@ struct RunRecord {
   // integers (docs/architecture.md, "Compute paths" and "int8 KV").
   std::string_view compute_path = "fp32";
   // Over a KV cache (KvCache or PagedKvCache): the cache the decode kernel's software
-  // prefetches filled, "l1" or "l2", "+near<N>" when its passes also asked for the row N on
-  // into L1, and "+paced" when an int8 tile's requests were spread over its four passes (the choice
-  // is the process's, so an fp32/bf16/f16 cache's record says it too, unused: "l2+near16+paced";
-  // chosen per CPU, or SEQATTN_DECODE_PREFETCH; docs/architecture.md, "Attention over a KV cache").
-  // It changes no result, only the speed. Empty for a run over q, k and v.
+  // prefetches filled, "l1" or "l2", "+far<N>" when its requests for the next blocks reached N
+  // bytes of each key row ahead instead of 256, "+near<N>" when its passes also asked for the row N
+  // on into L1, and "+paced" when an int8 tile's requests were spread over its four passes (the
+  // choice is the process's, so an fp32/bf16/f16 cache's record says it too, unused:
+  // "l2+near16+paced"; chosen per CPU, or SEQATTN_DECODE_PREFETCH; docs/architecture.md, "Attention
+  // over a KV cache"). It changes no result, only the speed. Empty for a run over q, k and v.
   std::string_view decode_prefetch;
   // Owns the text `reason` views (shared with the plan that ran); null for a default record.
   std::shared_ptr<const std::string> reason_storage;

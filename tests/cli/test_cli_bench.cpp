@@ -69,14 +69,14 @@ TEST(DecodeTiming, InTurnsTimesEveryShapeInEveryRound) {
 }
 
 // The decode kernel's prefetch choice can be forced (only the speed differs), and anything but
-// the variable's grammar (l1, l2, either +near<N> and/or +paced, auto) stops the run with an
+// the variable's grammar (l1, l2, then +far<N>, +near<N> and/or +paced, auto) stops the run with an
 // Error naming it.
 TEST_F(CliTest, BenchDecodeTakesAPrefetchLevelFromTheEnvironment) {
   const std::string args =
       "bench --json --heads 4 --kv-heads 2 --seq 700 --seq-q 1 --dim 16 "
       "--kv-dtype i8 --repeat 1 --warmup 0";
   std::vector<std::string> used;  // the level each run's record says
-  for (const char* level : {"l1", "l2", "auto", "", "l2+near8", "l1+near4+paced"}) {
+  for (const char* level : {"l1", "l2", "auto", "", "l2+near8", "l1+near4+paced", "l2+far128"}) {
     ::setenv("SEQATTN_DECODE_PREFETCH", level, 1);
     const Result r = run(args);
     ASSERT_EQ(r.exit_code, 0) << level << ": " << r.err;
@@ -91,12 +91,13 @@ TEST_F(CliTest, BenchDecodeTakesAPrefetchLevelFromTheEnvironment) {
   EXPECT_EQ(used[3], cpu_level);
   EXPECT_EQ(used[4], "l2+near8");
   EXPECT_EQ(used[5], "l1+near4+paced");
+  EXPECT_EQ(used[6], "l2+far128");
   ::setenv("SEQATTN_DECODE_PREFETCH", "l3", 1);
   const Result bad = run(args);
   ::unsetenv("SEQATTN_DECODE_PREFETCH");
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("SEQATTN_DECODE_PREFETCH"), std::string::npos) << bad.err;
-  EXPECT_NE(bad.err.find("l1 or l2, optionally +near<N>"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("l1 or l2, optionally +far<N>"), std::string::npos) << bad.err;
 }
 
 // Shapes from the command line are checked before anything is sized from them: an Error (exit

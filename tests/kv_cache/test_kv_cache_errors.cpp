@@ -231,21 +231,25 @@ TEST(KvCacheErrors, ExtentsNearTwoToThe63AreErrors) {
       "shape", ErrorKind::kInvalidArgument);
 }
 
-// The decode kernel's prefetch choice: the CPU table (Zen 5 measured faster into L1, an
-// Intel Xeon with near and paced requests too), the environment's override, and an Error naming
-// the variable for anything else.
+// The decode kernel's prefetch choice: the CPU table (Zen 5 measured faster into L1, Zen 3 with
+// half the far distance, an Intel Xeon with near and paced requests too), the environment's
+// override, and an Error naming the variable for anything else.
 TEST(DecodePrefetch, ChoiceFollowsTheCpuTableAndTheEnvironment) {
   using detail::DecodePrefetch;
   using simd::CacheLevel;
-  detail::CpuFeatures zen5, zen4, intel;
-  zen5.vendor = zen4.vendor = detail::CpuVendor::kAmd;
+  detail::CpuFeatures zen5, zen4, zen3, intel;
+  zen5.vendor = zen4.vendor = zen3.vendor = detail::CpuVendor::kAmd;
   zen5.family = 26;
-  zen4.family = 25;
+  zen4.family = zen3.family = 25;
+  zen4.avx512f = true;  // what tells Zen 4 from Zen 3 in family 25
   intel.vendor = detail::CpuVendor::kIntel;
   intel.family = 6;
   const DecodePrefetch l1{CacheLevel::kL1, 0, false}, l2{CacheLevel::kL2, 0, false};
   EXPECT_EQ(detail::choose_decode_prefetch(nullptr, zen5), l1);
   EXPECT_EQ(detail::choose_decode_prefetch(nullptr, zen4), l2);
+  EXPECT_EQ(detail::choose_decode_prefetch(nullptr, zen3),
+            (DecodePrefetch{CacheLevel::kL2, 0, false, 128}));
+  EXPECT_EQ(detail::choose_decode_prefetch("l2", zen3), l2);   // a set level has the usual reach
   EXPECT_EQ(detail::choose_decode_prefetch("l1", intel), l1);  // a set level has no near rows
   EXPECT_EQ(detail::choose_decode_prefetch("l2", zen5), l2);
   detail::CpuFeatures intel_avx2 = intel;  // the near requests were measured on AVX-512 only
@@ -262,7 +266,14 @@ TEST(DecodePrefetch, ChoiceFollowsTheCpuTableAndTheEnvironment) {
             (DecodePrefetch{CacheLevel::kL2, 16, true}));
   EXPECT_EQ(detail::choose_decode_prefetch("l1+paced", intel),
             (DecodePrefetch{CacheLevel::kL1, 0, true}));
-  EXPECT_EQ(detail::choose_decode_prefetch("", zen5), l1);  // as unset
+  EXPECT_EQ(detail::choose_decode_prefetch("l2+far128", zen5),
+            (DecodePrefetch{CacheLevel::kL2, 0, false, 128}));
+  EXPECT_EQ(detail::choose_decode_prefetch("l1+far64+near8+paced", zen4),
+            (DecodePrefetch{CacheLevel::kL1, 8, true, 64}));
+  EXPECT_EQ(detail::choose_decode_prefetch("l2+far1024+paced", intel),
+            (DecodePrefetch{CacheLevel::kL2, 0, true, 1024}));
+  EXPECT_EQ(detail::choose_decode_prefetch("l1+far256", zen3), l1);  // the default, spelt out
+  EXPECT_EQ(detail::choose_decode_prefetch("", zen5), l1);           // as unset
   EXPECT_EQ(detail::choose_decode_prefetch("auto", zen4), l2);
   const char* const bad_near[] = {
       "L1",         "l3",          "l1 ",       "AUTO",     "l2+near",   "l2+near0",
@@ -271,8 +282,13 @@ TEST(DecodePrefetch, ChoiceFollowsTheCpuTableAndTheEnvironment) {
   const char* const bad_paced[] = {
       "l2+paced+near16", "l2+near16+paced ", "l2+near16paced", "l2+near+paced",
       "l2+PACED",        "l2+paced+paced",   "l2+pace",        "+paced"};
+  const char* const bad_far[] = {"l2+far",     "l2+far0",         "l2+far96",   "l2+far2048",
+                                 "l2+far0128", "l2+far128 ",      "l2+FAR128",  "l2+far128x",
+                                 "l2far128",   "l2+near8+far128", "+far128",    "l2+far-128",
+                                 "l2+far32",   "l2+paced+far128", "auto+far128"};
   std::vector<std::string> bad_values(std::begin(bad_near), std::end(bad_near));
   bad_values.insert(bad_values.end(), std::begin(bad_paced), std::end(bad_paced));
+  bad_values.insert(bad_values.end(), std::begin(bad_far), std::end(bad_far));
   for (const std::string& bad : bad_values) {
     SCOPED_TRACE(bad);
     expect_error([&] { detail::choose_decode_prefetch(bad.c_str(), zen5); },
@@ -282,6 +298,36 @@ TEST(DecodePrefetch, ChoiceFollowsTheCpuTableAndTheEnvironment) {
   EXPECT_EQ(detail::to_string(DecodePrefetch{CacheLevel::kL2, 16}), "l2+near16");
   EXPECT_EQ(detail::to_string(DecodePrefetch{CacheLevel::kL2, 16, true}), "l2+near16+paced");
   EXPECT_EQ(detail::to_string(DecodePrefetch{CacheLevel::kL1, 0, true}), "l1+paced");
+  EXPECT_EQ(detail::to_string(DecodePrefetch{CacheLevel::kL2, 0, false, 128}), "l2+far128");
+  EXPECT_EQ(detail::to_string(DecodePrefetch{CacheLevel::kL1, 8, true, 64}),
+            "l1+far64+near8+paced");
+  EXPECT_EQ(detail::to_string(DecodePrefetch{CacheLevel::kL2, 0, false, 256}), "l2");
+  // Every name parses back to its choice.
+  for (const DecodePrefetch& p : {DecodePrefetch{CacheLevel::kL2, 0, false, 128},
+                                  DecodePrefetch{CacheLevel::kL1, 8, true, 64},
+                                  DecodePrefetch{CacheLevel::kL2, 16, true, 1024}}) {
+    EXPECT_EQ(detail::choose_decode_prefetch(detail::to_string(p).c_str(), zen5), p);
+  }
+}
+
+// The far distance in blocks of each cache dtype: far_row_bytes over a 64-key row's bytes
+// (256 of f32, 128 of a 16-bit type, 64 of int8), at least one block.
+TEST(DecodePrefetch, FarDistanceInBlocksOfEachDtype) {
+  const auto blocks = [](std::uint16_t row_bytes, std::size_t element_bytes) {
+    detail::DecodePrefetch p;
+    p.far_row_bytes = row_bytes;
+    return p.far_blocks(element_bytes);
+  };
+  EXPECT_EQ(blocks(256, 4), 1);  // the table's usual distance: 32 KiB of K at D = 128
+  EXPECT_EQ(blocks(256, 2), 2);
+  EXPECT_EQ(blocks(256, 1), 4);
+  EXPECT_EQ(blocks(128, 4), 1);  // Zen 3's: half a block of f32 rounds up to one
+  EXPECT_EQ(blocks(128, 2), 1);
+  EXPECT_EQ(blocks(128, 1), 2);
+  EXPECT_EQ(blocks(64, 4), 1);
+  EXPECT_EQ(blocks(64, 1), 1);
+  EXPECT_EQ(blocks(1024, 4), 4);
+  EXPECT_EQ(blocks(1024, 1), 16);
 }
 
 // The level a run used is in its record: this process's (the CPU's row of the table, or

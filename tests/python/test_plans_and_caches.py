@@ -146,7 +146,7 @@ def test_records_say_which_cache_the_decode_prefetches_filled(rng):
     pool.append(seq, k, k)
     _, rec_paged = seqattn.plan(cache=pool, heads_q=2, seq_q=1, max_length=70).run(
         q, cache=pool, sequences=[seq], return_record=True)
-    grammar = r"l[12](\+near([1-9]|[1-5][0-9]|6[0-4]))?(\+paced)?"
+    grammar = r"l[12](\+far(64|128|512|1024))?(\+near([1-9]|[1-5][0-9]|6[0-4]))?(\+paced)?"
     assert re.fullmatch(grammar, rec_cache.decode_prefetch), rec_cache.decode_prefetch
     assert rec_paged.decode_prefetch == rec_cache.decode_prefetch
 

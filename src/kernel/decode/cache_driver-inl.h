@@ -49,10 +49,10 @@ bool UseVnni() {
 
 // Chunks a thread takes at a time: a run of a tile's consecutive chunks, the live ones (those
 // below the longest sequence's length, ChunksOf) shared out over the team, not one at a time:
-// visit_tile prefetches 1-4 blocks ahead into this core's caches, so a chunk after one that ran on
-// the other core starts on cold blocks (2 of a 512-key chunk's 8 of a bf16 cache, 4 of an
-// int8 one). At S_k 32768 (B 1, H 32, H_kv 8, D 128, two Zen 5 threads, alternating rounds)
-// one chunk a grab read 35.5-36.0 GB/s (bf16) and 28.4-29.3 (i8); runs of 33 chunks
+// visit_tile prefetches 1-4 blocks ahead (the table's distance) into this core's caches, so a chunk
+// after one that ran on the other core starts on cold blocks (2 of a 512-key chunk's 8 of a bf16
+// cache, 4 of an int8 one). At S_k 32768 (B 1, H 32, H_kv 8, D 128, two Zen 5 threads, alternating
+// rounds) one chunk a grab read 35.5-36.0 GB/s (bf16) and 28.4-29.3 (i8); runs of 33 chunks
 // 44.5-48.8 and 41.8-41.9. Past the live chunks items return at once, so a run counted from the
 // capacity would leave a short sequence's work to one thread.
 inline int ChunkRun(const CacheProblem& p, int team) {

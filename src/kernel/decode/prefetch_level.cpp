@@ -41,6 +41,24 @@ namespace seqattn::detail {
 // Not measured on other Intel cores (AVX2 clients keep l2) nor on AMD: Zen 5's far requests
 // already fill L1, Zen 3/4 keep the table's L2 alone.
 //
+// The far distance (DecodePrefetch::far_row_bytes): 256 bytes of each key row everywhere (the
+// distance of cache_worker-inl.h's figures) but Zen 3 (AMD EPYC family 25 model 1, no AVX-512,
+// highway:AVX2, far requests into L2), where 128 was faster for bf16 and int8 alike. Measured
+// with the distance alternating run by run in one process (a temporary switch; `seqattn bench
+// --heads 32 --kv-heads 8 --dim 128 --seq-q 1 --seq 32768 --repeat 30`, two processes, 30
+// pairs; the paged bench 32 × 512..8192, two threads, 20 pairs), medians 256 → 128:
+//  - bf16 (1 block ahead instead of 2): one thread 21.06 → 18.52 ms, faster in 27 of 30 pairs;
+//    two threads 11.56 → 10.36 ms, 27 of 30; paged 57.72 → 54.02 ms, 17 of 20.
+//  - int8 (2 blocks instead of 4): one thread 12.03 → 11.04 ms, 25 of 30; two threads 6.25 →
+//    5.89 ms, 24 of 30; paged 25.32 → 23.53 ms, 15 of 20. One block (64): 11.93 → 11.65 ms, 22
+//    of 30; three blocks against four even (17 of 30); bf16 three blocks against two even (14).
+// That was a busy hour of the host; in a quiet one one thread was even (bf16 14.75 → 14.98 ms,
+// 14 of 30; int8 7.71 → 7.64, 16 of 30) and the paged bench still faster (39.51 → 36.34 ms, 16
+// of 20): docs/architecture.md, "Far distance".
+// A stand-alone loop with the bf16 step's arithmetic and requests (16 KiB of K then of V per
+// block; no softmax) agreed: 1 and 2 blocks 13.7-14.0 ms, 4 blocks 17.6, 8 blocks 23.5.
+// Not measured on Zen 4 (family 25 with AVX-512), which keeps 256.
+//
 // The paced requests (Intel with AVX-512, int8 caches): the same Xeon, the table's choice against
 // SEQATTN_DECODE_PREFETCH=l2+near16 (one binary, alternating run by run; S_k 131072, one thread,
 // medians of 5): 25.89 → 24.04 ms (paced_requests.hpp; docs/architecture.md, "Paced
@@ -53,7 +71,18 @@ std::optional<DecodePrefetch> parse_decode_prefetch(std::string_view value) {
   if (level != "l1" && level != "l2") return std::nullopt;
   DecodePrefetch p{level == "l1" ? simd::CacheLevel::kL1 : simd::CacheLevel::kL2, 0, false};
   std::string_view rest = value.substr(2);
-  constexpr std::string_view kNear = "+near", kPaced = "+paced";
+  constexpr std::string_view kFar = "+far", kNear = "+near", kPaced = "+paced";
+  if (rest.starts_with(kFar)) {
+    rest.remove_prefix(kFar.size());
+    unsigned bytes = 0;
+    const auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), bytes);
+    if (error != std::errc() || rest.front() == '0') return std::nullopt;
+    if (bytes != 64 && bytes != 128 && bytes != 256 && bytes != 512 && bytes != 1024) {
+      return std::nullopt;
+    }
+    p.far_row_bytes = static_cast<std::uint16_t>(bytes);
+    rest.remove_prefix(static_cast<std::size_t>(end - rest.data()));
+  }
   if (rest.starts_with(kNear)) {
     rest.remove_prefix(kNear.size());
     unsigned rows = 0;
@@ -77,18 +106,25 @@ DecodePrefetch choose_decode_prefetch(const char* setting, const CpuFeatures& cp
   if (!value.empty() && value != "auto") {
     if (const std::optional<DecodePrefetch> set = parse_decode_prefetch(value)) return *set;
     throw Error(ErrorKind::kInvalidArgument, kDecodePrefetchEnv,
-                "l1 or l2, optionally +near<N> with N in 1..64, then optionally +paced "
-                "(l2+near16+paced), auto or unset",
+                "l1 or l2, optionally +far<N> with N in 64, 128, 256, 512, 1024, then "
+                "optionally +near<N> with N in 1..64, then optionally +paced (l2+near16+paced, "
+                "l2+far128), auto or unset",
                 "'" + std::string(value) + "'",
                 "unset it (or auto) to take this CPU's measured choice, or set one of those");
   }
   if (cpu.vendor == CpuVendor::kAmd && cpu.family == 26) return {simd::CacheLevel::kL1, 0, false};
+  if (cpu.vendor == CpuVendor::kAmd && cpu.family == 25 && !cpu.avx512f) {
+    return {simd::CacheLevel::kL2, 0, false, 128};
+  }
   if (cpu.vendor == CpuVendor::kIntel && cpu.avx512f) return {simd::CacheLevel::kL2, 16, true};
   return {simd::CacheLevel::kL2, 0, false};
 }
 
 std::string to_string(const DecodePrefetch& prefetch) {
   std::string name = prefetch.level == simd::CacheLevel::kL1 ? "l1" : "l2";
+  if (prefetch.far_row_bytes != DecodePrefetch::kFarRowBytes) {
+    name += "+far" + std::to_string(prefetch.far_row_bytes);
+  }
   if (prefetch.near_rows != 0) name += "+near" + std::to_string(prefetch.near_rows);
   if (prefetch.paced) name += "+paced";
   return name;
