@@ -245,11 +245,8 @@ std::string prefetch_sentence(const DecodeReport& d) {
   const std::string& choice = d.points.front().prefetch;  // "l2", "l2+far128", "l2+near16+paced", …
   std::string sentence = std::string("The kernel prefetched the blocks ahead into ") +
                          (choice.starts_with("l1") ? "L1" : "L2");
-  if (const std::size_t far = choice.find("+far"); far != std::string::npos) {
-    sentence +=
-        ", " + choice.substr(far + 4, choice.find('+', far + 1) - far - 4) +
-        " bytes of each key row ahead (256 unless the table or the variable says otherwise)";
-  }
+  if (choice.find("+far") != std::string::npos)
+    sentence += ", N bytes of each key row ahead where the name says +far<N> (else 256)";
   if (choice.find("+near") != std::string::npos)
     sentence += " and rows a little further on into L1";
   if (choice.ends_with("+paced")) sentence += ", spreading an int8 tile's requests over its passes";

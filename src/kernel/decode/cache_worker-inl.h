@@ -50,6 +50,7 @@ class CacheWorker {
       : p_(p),
         layout_(p.split.row_tile, p.kv.dim, p.kv.dv_pad),
         scratch_(scratch),
+        far_keys_(kKvBlock * p.prefetch.far_blocks(sizeof(Elem))),
         rope_(rope_of(p.positional)),
         alibi_(p.positional != nullptr && p.positional->has_alibi() ? p.positional : nullptr),
         vnni_(vnni) {
@@ -251,16 +252,16 @@ class CacheWorker {
     // ahead took f32 from 10.2 to 12.9 GB/s on one thread and from 20.3 to 29.3 on two.
     // Prefetching the whole next block at once measured slower (8.8 GB/s): it floods the fill
     // buffers. The distance is in bytes of each key row, from prefetch_level.cpp's table
-    // (DecodePrefetch::far_blocks): 256 bytes (32 KiB of K at D = 128), so a 16-bit cache looks
-    // two blocks ahead (one block measured 11.6 ms (bf16) / 9.7 ms (f16), two 9.0 / 8.4, while
-    // two blocks for f32 gained nothing: 21.8 vs 21.4 ms), but 128 bytes on Zen 3, where the
-    // shorter reach was faster for bf16 and int8 alike (the table has the pairs). Past the end
-    // the distance is 0. The requests fill the table's cache (L2 or L1 per CPU, measured).
-    // On a Sapphire-Rapids-class Xeon (prefetching into L2) twice this distance gained nothing:
-    // bf16 and int8, S_k 32768 and 131072, one and two threads, within ±5% either way; on a
-    // Xeon with a 480 MiB L3 (paged bf16, two threads) 3 blocks were even, 8 slower (68-69% of
-    // the read probe against 73-76%), none 51% (docs/architecture.md, "Paged cache").
-    const std::int64_t next = j0 + kKvBlock * p_.prefetch.far_blocks(sizeof(Elem));
+    // (DecodePrefetch::far_blocks, in keys once a run: far_keys_): 256 bytes (32 KiB of K at D =
+    // 128), so a 16-bit cache looks two blocks ahead (one block measured 11.6 ms (bf16) / 9.7 ms
+    // (f16), two 9.0 / 8.4, while two blocks for f32 gained nothing: 21.8 vs 21.4 ms), but 128
+    // bytes on Zen 3, where the shorter reach was faster for bf16 and int8 alike (the table has the
+    // pairs). Past the end the distance is 0. The requests fill the table's cache (L2 or L1 per
+    // CPU, measured). On a Sapphire-Rapids-class Xeon (prefetching into L2) twice this distance
+    // gained nothing: bf16 and int8, S_k 32768 and 131072, one and two threads, within ±5% either
+    // way; on a Xeon with a 480 MiB L3 (paged bf16, two threads) 3 blocks were even, 8 slower
+    // (68-69% of the read probe against 73-76%), none 51% (docs/architecture.md, "Paged cache").
+    const std::int64_t next = j0 + far_keys_;
     const bool ahead = next < kv.length(b_);
     const std::int64_t next_block = ahead ? kv.block(b_, hk_, next) : block;
     prefetch_k_.offset = kv.template key_block_at<Elem>(next_block) - k_block;
@@ -530,6 +531,7 @@ class CacheWorker {
   float* scratch_;
   std::int64_t b_ = 0, hk_ = 0, r0_ = 0, n_ = 0, k0_ = 0, k1_ = 0;
   simd::Prefetch prefetch_k_, prefetch_v_;  // the run's requests; offsets set per tile
+  const std::int64_t far_keys_;             // keys from a tile to the one its far requests ask for
   simd::OrderedLines k_far_, v_far_;        // float and half: the tile's far requests
   const float* k_scales_ = nullptr;         // int8: the current tile's scales
   const float* v_scales_ = nullptr;

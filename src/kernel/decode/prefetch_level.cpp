@@ -1,5 +1,6 @@
 #include "src/kernel/decode/prefetch_level.hpp"
 
+#include <bit>
 #include <charconv>
 #include <cstdlib>
 #include <optional>
@@ -65,33 +66,36 @@ namespace seqattn::detail {
 // requests", has the rest). Not measured elsewhere, so every other row leaves them off.
 namespace {
 
+// Takes `prefix` and the decimal number after it off the front of `rest` into `number`; false
+// for the prefix without a number or with one spelt with a leading zero. Without the prefix,
+// `rest` stays and `number` is 0 (no number this grammar takes is 0).
+bool take_number(std::string_view& rest, std::string_view prefix, unsigned& number) {
+  number = 0;
+  if (!rest.starts_with(prefix)) return true;
+  rest.remove_prefix(prefix.size());
+  const auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), number);
+  if (error != std::errc() || rest.front() == '0') return false;
+  rest.remove_prefix(static_cast<std::size_t>(end - rest.data()));
+  return true;
+}
+
 // The grammar of kDecodePrefetchEnv; nullopt for anything else.
 std::optional<DecodePrefetch> parse_decode_prefetch(std::string_view value) {
   const std::string_view level = value.substr(0, 2);
   if (level != "l1" && level != "l2") return std::nullopt;
   DecodePrefetch p{level == "l1" ? simd::CacheLevel::kL1 : simd::CacheLevel::kL2, 0, false};
   std::string_view rest = value.substr(2);
-  constexpr std::string_view kFar = "+far", kNear = "+near", kPaced = "+paced";
-  if (rest.starts_with(kFar)) {
-    rest.remove_prefix(kFar.size());
-    unsigned bytes = 0;
-    const auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), bytes);
-    if (error != std::errc() || rest.front() == '0') return std::nullopt;
-    if (bytes != 64 && bytes != 128 && bytes != 256 && bytes != 512 && bytes != 1024) {
-      return std::nullopt;
-    }
-    p.far_row_bytes = static_cast<std::uint16_t>(bytes);
-    rest.remove_prefix(static_cast<std::size_t>(end - rest.data()));
+  unsigned far_bytes = 0, near_rows = 0;
+  if (!take_number(rest, "+far", far_bytes) || !take_number(rest, "+near", near_rows)) {
+    return std::nullopt;
   }
-  if (rest.starts_with(kNear)) {
-    rest.remove_prefix(kNear.size());
-    unsigned rows = 0;
-    const auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), rows);
-    if (error != std::errc() || rest.front() == '0' || rows < 1 || rows > 64) return std::nullopt;
-    p.near_rows = static_cast<std::uint8_t>(rows);
-    rest.remove_prefix(static_cast<std::size_t>(end - rest.data()));
+  if (far_bytes != 0) {  // a power of two from 64 to 1024
+    if (!std::has_single_bit(far_bytes) || far_bytes < 64 || far_bytes > 1024) return std::nullopt;
+    p.far_row_bytes = static_cast<std::uint16_t>(far_bytes);
   }
-  if (rest == kPaced) {
+  if (near_rows > 64) return std::nullopt;
+  p.near_rows = static_cast<std::uint8_t>(near_rows);
+  if (rest == "+paced") {
     p.paced = true;
     rest = {};
   }
